@@ -1,0 +1,171 @@
+"""Per-worker contention: how fast each worker computes and communicates at time t.
+
+Built once per run from the scenario's ``contention`` list (and each group's natural
+``jitter_cv``). Slowdowns from several sources multiply. Both engines use it: the simulator
+integrates it exactly (:meth:`WorkerContention.compute_end`), the runtime's emulated mode
+stretches real steps by it, and :meth:`WorkerContention.cpu_available` is the resource reading a
+real worker could take (the share of its processor the co-located load leaves it).
+
+Compute under a time-varying slowdown f(t): work of ``w`` nominal seconds started at ``t0``
+ends at the ``t1`` with ``integral_{t0}^{t1} dt / f(t) = w`` — a slowdown that starts
+mid-iteration stretches only the remaining part.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from lbsim.contention import traces
+from lbsim.contention.sources import (
+    IterationSeries,
+    MarkovSource,
+    PeriodicSeries,
+    StepSource,
+    TimeSource,
+    window,
+)
+from lbsim.errors import InputError
+from lbsim.rng import stream
+from lbsim.scenario.contention import MarkovContention, ScheduledContention, TraceContention
+
+if TYPE_CHECKING:
+    from lbsim.scenario.resolve import WorkerSpec
+    from lbsim.scenario.schema import Scenario
+
+
+def _combined(sources: list[TimeSource], t: float) -> tuple[float, float]:
+    factor, nxt = 1.0, math.inf
+    for s in sources:
+        f, n = s.segment(t)
+        factor *= f
+        nxt = min(nxt, n)
+    return factor, nxt
+
+
+@dataclass
+class WorkerContention:
+    """Everything that slows one worker."""
+
+    compute: list[TimeSource] = field(default_factory=list)
+    network: list[TimeSource] = field(default_factory=list)
+    iterations: list[IterationSeries] = field(default_factory=list)
+    jitter_cv: float = 0.0
+    rng: np.random.Generator | None = None
+
+    def compute_factor(self, t: float) -> float:
+        return _combined(self.compute, t)[0]
+
+    def network_factor(self, t: float) -> float:
+        return _combined(self.network, t)[0]
+
+    def cpu_available(self, t: float) -> float:
+        """Share of the worker's processor left by co-located load at ``t``, in (0, 1]."""
+        return min(1.0, 1.0 / self.compute_factor(t))
+
+    def iteration_factor(self, iteration: int) -> float:
+        """Multiplier on iteration ``iteration``'s compute work (trace replay x natural jitter).
+
+        Call once per iteration, in order: the jitter draw advances this worker's own stream.
+        """
+        m = 1.0
+        for series in self.iterations:
+            m *= series.multiplier(iteration)
+        if self.jitter_cv > 0 and self.rng is not None:
+            sigma2 = math.log1p(self.jitter_cv**2)
+            m *= float(self.rng.lognormal(-sigma2 / 2, math.sqrt(sigma2)))
+        return m
+
+    def compute_end(self, start_s: float, work_s: float) -> float:
+        """When ``work_s`` nominal seconds of compute started at ``start_s`` finish."""
+        t, left = start_s, work_s
+        while True:
+            f, nxt = _combined(self.compute, t)
+            if nxt == math.inf or left * f <= nxt - t:
+                return t + left * f
+            left -= (nxt - t) / f
+            t = nxt
+
+
+def build_contention(scenario: "Scenario", workers: "tuple[WorkerSpec, ...]") -> list[WorkerContention]:
+    """One :class:`WorkerContention` per worker; reads and checks trace files."""
+    from lbsim.scenario.resolve import select_workers
+
+    out = [
+        WorkerContention(jitter_cv=w.jitter_cv, rng=stream(scenario.seed, "jitter", w.index)) for w in workers
+    ]
+    for k, item in enumerate(scenario.contention):
+        path = f"contention[{k}]"
+        chosen = select_workers(item.workers, workers, f"{path}.workers")
+        for w in chosen:
+            time_src, iter_src = _source(item, k, w, scenario.seed, path)
+            if iter_src is not None:
+                out[w].iterations.append(iter_src)
+            if time_src is not None:
+                if item.target in ("compute", "both"):
+                    out[w].compute.append(time_src)
+                if item.target in ("network", "both"):
+                    out[w].network.append(time_src)
+    return out
+
+
+def _source(item: object, k: int, w: int, seed: int, path: str) -> tuple[TimeSource | None, IterationSeries | None]:
+    if isinstance(item, ScheduledContention):
+        return window(item.start_s, item.end_s, item.slowdown), None
+    if isinstance(item, MarkovContention):
+        rng = stream(seed, "markov", k, "worker", w)
+        src = MarkovSource(
+            rng,
+            mean_off_s=item.mean_off_s,
+            mean_on_s=item.mean_on_s,
+            slowdown_min=item.slowdown_min,
+            slowdown_max=item.slowdown_max,
+            start_on=item.start_on,
+        )
+        return src, None
+    assert isinstance(item, TraceContention)
+    return _trace_source(item, w, path)
+
+
+def _trace_source(item: TraceContention, w: int, path: str) -> tuple[TimeSource | None, IterationSeries | None]:
+    try:
+        fmt = traces.detect_format(item.path) if item.format == "auto" else item.format
+        if fmt == "pai_minibatch":
+            if item.target != "compute":
+                raise InputError(f"{path}.target", "pai_minibatch traces are per-iteration compute times; only 'compute' is allowed")
+            m = _cached(item.path, fmt)
+            return None, IterationSeries(m[w % m.shape[0]])
+        if fmt == "cluster_cpu":
+            util = _cached(item.path, fmt)
+            speed = np.minimum(1.0, (1.0 - util / 100.0) / item.demand)
+            slowdown = np.minimum(item.max_slowdown, 1.0 / np.maximum(speed, 1e-12))
+            return PeriodicSeries(slowdown, item.bucket_s, w * item.stagger_rows), None
+        table = _cached(item.path, fmt)
+        if w not in table:
+            return None, None
+        times, factors = table[w]
+        return StepSource([float(t) for t in times], [float(f) for f in factors]), None
+    except InputError as err:
+        if err.path.startswith(path):
+            raise
+        raise InputError(f"{path}.path", str(err)) from None
+
+
+_CACHE: dict[tuple[str, str, int, int], object] = {}
+
+
+def _cached(file: str, fmt: str):  # type: ignore[no-untyped-def]
+    """Trace files parsed once per process and file version (size and mtime in the key)."""
+    try:
+        st = os.stat(file)
+        key = (file, fmt, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (file, fmt, -1, -1)  # the loader reports the missing file
+    if key not in _CACHE:
+        loader = {"pai_minibatch": traces.load_pai_minibatch, "cluster_cpu": traces.load_cluster_cpu, "simple": traces.load_simple}
+        _CACHE[key] = loader[fmt](file)
+    return _CACHE[key]

@@ -1,0 +1,1 @@
+"""Metrics: the records both engines emit, pure summarisers and atomic writers."""

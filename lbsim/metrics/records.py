@@ -1,0 +1,46 @@
+"""The records engines emit. Metrics are observed, never computed inside the model.
+
+An :class:`IterationRecord` is one worker-iteration, from the moment the worker started it to
+the moment it could start the next (after its pull). ``compute_s + comm_s + wait_s =
+end_s - start_s``: ``comm_s`` is time moving bytes (push, pull, all-reduce, queueing at a NIC
+included), ``wait_s`` the rest (barriers, gates, the server's apply queue).
+
+An :class:`UpdateRecord` is one global model update: which gradients it contains and how many
+samples. ``staleness`` of an iteration is the number of server updates between the worker's
+pull and its push being applied (0 for synchronous schemes).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class IterationRecord:
+    worker: int
+    iteration: int  # the worker's own clock: 0, 1, 2, ...
+    update: int  # global update that contains this gradient (-1: dropped)
+    start_s: float
+    compute_s: float
+    comm_s: float
+    wait_s: float
+    end_s: float
+    batch: int
+    staleness: int
+    dropped: bool = False
+
+    @property
+    def iteration_s(self) -> float:
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateRecord:
+    update: int  # 0, 1, 2, ...
+    time_s: float
+    samples: int
+    gradients: int
+
+
+ITERATION_COLUMNS = tuple(f.name for f in fields(IterationRecord))
+UPDATE_COLUMNS = tuple(f.name for f in fields(UpdateRecord))

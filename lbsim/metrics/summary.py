@@ -1,0 +1,77 @@
+"""Pure summaries of a run's records (the ``summary.json`` contract in product.md).
+
+Definitions:
+* ``sim_time_s`` — the run's end: the time budget when one was given and reached, else the time
+  of the last update.
+* ``samples`` — samples in gradients that made it into an update; throughput = samples / sim_time_s.
+* ``mean_iteration_s`` / ``p99_iteration_s`` — over worker-iterations that were not dropped,
+  from start to the moment the worker could start the next.
+* ``wait_fraction`` / ``compute_fraction`` / ``comm_fraction`` — shares of total worker time.
+* ``staleness_*`` — over gradients applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from lbsim.metrics.records import IterationRecord, UpdateRecord
+
+
+def _r(x: float) -> float:
+    """Round for stable, readable JSON (12 significant digits)."""
+    return float(f"{x:.12g}")
+
+
+def summarize(
+    iterations: Sequence[IterationRecord],
+    updates: Sequence[UpdateRecord],
+    *,
+    scheme: str,
+    seed: int,
+    engine: str,
+    workers: int,
+    end_s: float,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    done = [r for r in iterations if not r.dropped]
+    applied = [r for r in done if r.update >= 0]
+    samples = int(sum(u.samples for u in updates))
+    it_s = np.array([r.iteration_s for r in done]) if done else np.zeros(1)
+    compute = sum(r.compute_s for r in iterations)
+    comm = sum(r.comm_s for r in iterations)
+    wait = sum(r.wait_s for r in iterations)
+    busy = compute + comm + wait
+    stale = np.array([r.staleness for r in applied]) if applied else np.zeros(1, dtype=int)
+    out: dict[str, Any] = {
+        "scheme": scheme,
+        "seed": seed,
+        "engine": engine,
+        "workers": workers,
+        "updates": len(updates),
+        "sim_time_s": _r(end_s),
+        "samples": samples,
+        "throughput_samples_per_s": _r(samples / end_s) if end_s > 0 else 0.0,
+        "updates_per_s": _r(len(updates) / end_s) if end_s > 0 else 0.0,
+        "worker_iterations": len(done),
+        "dropped_iterations": len(iterations) - len(done),
+        "mean_iteration_s": _r(float(it_s.mean())),
+        "p50_iteration_s": _r(float(np.percentile(it_s, 50))),
+        "p99_iteration_s": _r(float(np.percentile(it_s, 99))),
+        "compute_fraction": _r(compute / busy) if busy > 0 else 0.0,
+        "comm_fraction": _r(comm / busy) if busy > 0 else 0.0,
+        "wait_fraction": _r(wait / busy) if busy > 0 else 0.0,
+        "staleness_mean": _r(float(stale.mean())),
+        "staleness_max": int(stale.max()),
+    }
+    if extra:
+        out.update(extra)
+    return out
+
+
+def speedups(summaries: Sequence[dict[str, Any]]) -> list[float]:
+    """Throughput of each summary relative to the first one's."""
+    base = summaries[0]["throughput_samples_per_s"] if summaries else 0.0
+    return [_r(s["throughput_samples_per_s"] / base) if base else 0.0 for s in summaries]

@@ -1,0 +1,63 @@
+"""Atomic writers: a result file is either absent or complete, never half-written.
+
+Each file is written to a temporary name in the same directory, flushed and fsynced, then
+renamed over the target (``os.replace`` is atomic on POSIX and Windows).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def json_text(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=False) + "\n"
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    atomic_write_text(path, json_text(data))
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, float):
+        return f"{v:.12g}"
+    return v
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for row in rows:
+        w.writerow([_cell(v) for v in row])
+    return buf.getvalue()
+
+
+def write_csv(path: str | Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    atomic_write_text(path, csv_text(columns, rows))

@@ -1,0 +1,33 @@
+"""Writing a run's results: the output contract of product.md, every file atomic.
+
+``DIR/scenario.resolved.yaml`` is written first (so a failed run still says what it ran), then
+``DIR/iterations.csv`` and ``DIR/updates.csv``, and ``DIR/summary.json`` last: a summary's
+presence means the run's results are complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple
+from pathlib import Path
+from typing import Any
+
+from lbsim.metrics.records import ITERATION_COLUMNS, UPDATE_COLUMNS, IterationRecord, UpdateRecord
+from lbsim.metrics.writers import atomic_write_text, write_csv, write_json
+from lbsim.scenario.loader import dump_scenario
+from lbsim.scenario.schema import Scenario
+
+
+def write_scenario(out: Path, scenario: Scenario) -> None:
+    atomic_write_text(out / "scenario.resolved.yaml", dump_scenario(scenario))
+
+
+def write_run(
+    out: Path,
+    iterations: Sequence[IterationRecord],
+    updates: Sequence[UpdateRecord],
+    summary: dict[str, Any],
+) -> None:
+    write_csv(out / "iterations.csv", ITERATION_COLUMNS, (astuple(r) for r in iterations))
+    write_csv(out / "updates.csv", UPDATE_COLUMNS, (astuple(u) for u in updates))
+    write_json(out / "summary.json", summary)

@@ -1,0 +1,248 @@
+"""Built-in catalog of EC2 instance types, models and measured per-worker performance.
+
+The catalog is the set of default numbers a scenario can refer to by name ("4 x g4dn.xlarge
+training resnet18_cifar10") instead of inventing parameters. Every figure is taken from
+``shared/docs/reference/real-data.md`` (cited as "real-data.md §x [D#]"); nothing was measured by
+lbsim. Anything that is not read or fitted from a source is flagged in ``note`` with "inferred:".
+
+Compute model: one worker's iteration time for a local batch of ``b`` samples is affine,
+
+    t(b) = t0_s + b / samples_per_s,        b <= max_batch
+
+(real-data.md §1.1: R^2 >= 0.99 for ResNet-18/50 and BERT on T4/V100/A100). ``t0_s`` is the fixed
+per-iteration overhead (framework, kernel launch, data loading), ``samples_per_s`` the asymptotic
+throughput X; ``t0_s * samples_per_s`` is the batch at which the device reaches half of X. CPU
+entries and single-point GPU figures use ``t0_s = 0`` (real-data.md §5.1: "I: t0 small relative to
+CPU step times").
+
+Caveat (real-data.md §5.1 note 1): the figures mix software stacks -- Pollux/Sia (PyTorch, AMP for
+ResNet-50) for T4/V100/A100, Lambda ratios for A10G, TensorFlow 2017 / Torch7 for K80/M60 and Intel
+Caffe for the c5 CPUs. Cross-family speed ratios are therefore indicative only; prefer one family per
+scenario. Network figures are the *effective* per-flow bandwidth: the AWS baseline capped at the
+5 Gbit/s single-flow limit (real-data.md §3.2), which §1.6 shows is what multi-node jobs really see.
+
+Any figure can be overridden inline in a scenario; (model, instance) pairs with no catalog entry
+make ``performance()`` return ``None`` and must be given explicitly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Literal, Mapping
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    kind: Literal["gpu", "cpu"]
+    accelerator: str
+    vcpus: int
+    bandwidth_gbps: float
+    description: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ModelProfile:
+    name: str
+    gradient_bytes: int
+    description: str
+    source: str
+
+
+@dataclass(frozen=True)
+class Performance:
+    model: str
+    instance: str
+    t0_s: float
+    samples_per_s: float
+    max_batch: int
+    source: str
+    note: str = ""
+
+
+SINGLE_FLOW_CAP_GBPS = 5.0  # real-data.md §3.2: 5 Gbit/s per flow outside a cluster placement group
+
+_BW = "real-data.md §3.1 [D18] Karpenter baseline; §3.2 [D20] AWS 5 Gbit/s single-flow cap"
+_VCPU_I = "vCPU count inferred (AWS spec, not in real-data.md)"
+
+
+def _inst(name, kind, acc, vcpus, baseline_gbps, description, source=_BW):
+    eff = min(baseline_gbps, SINGLE_FLOW_CAP_GBPS)
+    desc = f"{description}; baseline {baseline_gbps:g} Gbit/s -> effective {eff:g} Gbit/s per flow"
+    return InstanceType(name, kind, acc, vcpus, eff, desc, source)
+
+
+_INSTANCES = [
+    _inst("g4dn.xlarge", "gpu", "T4 16GB", 4, 5.0,
+          "1x NVIDIA T4 16 GB, 4 vCPU (real-data.md §5.1); burst up to 25 Gbit/s (inferred)"),
+    _inst("p3.2xlarge", "gpu", "V100 16GB", 8, 2.5,
+          f"1x NVIDIA V100 16 GB; burst up to 10 Gbit/s (inferred); {_VCPU_I}"),
+    _inst("g5.xlarge", "gpu", "A10G 24GB", 4, 2.5,
+          f"1x NVIDIA A10G 24 GB (Baseten, real-data.md §3.1); burst up to 10 Gbit/s (inferred); {_VCPU_I}"),
+    _inst("p4d.24xlarge", "gpu", "A100 40GB", 12, 400.0 / 8,
+          "modelled per GPU: one worker = 1 of the 8 A100 40 GB GPUs of a p4d.24xlarge; its share "
+          "of the 400 Gbit/s node (400/8 = 50 Gbit/s) is capped at the 5 Gbit/s single-flow limit "
+          "(inferred: one TCP flow per worker, no placement group/EFA); vcpus = 96/8 per GPU "
+          f"({_VCPU_I})"),
+    _inst("p2.xlarge", "gpu", "K80 12GB", 4, 10.0 * 4 / 32,
+          "1x K80 die 12 GB; AWS lists only 'High' network, so the baseline is inferred as the "
+          "p2.8xlarge's 10 Gbit/s (SINGA docs) scaled by vCPUs 4/32 (§3.2: bandwidth scales with "
+          f"vCPUs); {_VCPU_I}",
+          "real-data.md §3.1 [D20] p2.8xlarge 10 Gbit/s; §3.2 [D20] vCPU scaling (inferred)"),
+    _inst("g3.4xlarge", "gpu", "M60 8GB", 16, 5.0,
+          f"1x NVIDIA Tesla M60 8 GB (real-data.md §5.1); {_VCPU_I}"),
+    _inst("c5.xlarge", "cpu", "none", 4, 1.25,
+          "4 vCPU Xeon (c5, real-data.md §5.1); burst up to 10 Gbit/s for minutes (R, §3.1)"),
+    _inst("c5.4xlarge", "cpu", "none", 16, 5.0,
+          "16 vCPU Xeon (c5, real-data.md §5.1); burst up to 10 Gbit/s for minutes (R, §3.1)"),
+    _inst("c5.18xlarge", "cpu", "none", 72, 25.0,
+          "72 vCPU Xeon Platinum 8124M (real-data.md §1.4, §5.1)"),
+]
+INSTANCES: Mapping[str, InstanceType] = MappingProxyType({i.name: i for i in _INSTANCES})
+
+_MODELS = [
+    ModelProfile("resnet18_cifar10", 46_800_000,
+                 "ResNet-18 on CIFAR-10; 11.7 M fp32 parameters x 4 B = 46.8 MB gradient "
+                 "(inferred, real-data.md §3.3 gives ~47 MB as I)",
+                 "real-data.md §3.3 (I); workload as in §1.1 [D1][D2]"),
+    ModelProfile("resnet50_imagenet", 98_000_000,
+                 "ResNet-50 on ImageNet; fp32 parameter memory 98 MB (Lambda); note 25.6 M params "
+                 "x 4 B = 102 MB, so Lambda's 'MB' may be MiB (inferred, ~4 % difference)",
+                 "real-data.md §3.3 (R, LambdaColdStorage/lambda-tensorflow-benchmark summary.md)"),
+    ModelProfile("bert_base_squad", 440_000_000,
+                 "BERT-base (110 M params) SQuAD fine-tune, seq 384; 110 M x 4 B = 440 MB fp32 "
+                 "gradient (inferred, real-data.md §3.3 / §1.6 give ~440 MB as I)",
+                 "real-data.md §3.3 (I); workload as in §1.1 [D1][D2]"),
+]
+MODELS: Mapping[str, ModelProfile] = MappingProxyType({m.name: m for m in _MODELS})
+
+# --- performance ---------------------------------------------------------------------------
+_FIT = "Pollux/Sia affine fit, real-data.md §1.1 [D1][D2]; cap §1.2"
+_CAP_I = "inferred: max_batch = largest profiled local_bsz (that it is a memory limit is I, §1.2)"
+_V100_NOTE = ("inferred: fit from the V100-32GB (Azure ND40rs_v2) profile applied to the 16 GB V100 "
+              "of p3.2xlarge (same compute); cap = half of the 32 GB profile's max, as real-data.md "
+              "§5.1 suggests")
+
+# A10G (g5): scale the V100 curve, t(b) -> t(b)/r. Ratios from Lambda A10 vs V100 16 GB (§1.3 [D3]),
+# precision-matched: ResNet-18/CIFAR (Pollux FP32) uses FP32 349/369; ResNet-50 (Pollux AMP) FP16 638/833.
+_A10_FP32 = round(349 / 369, 2)  # 0.95, the ratio real-data.md §5.1 names
+_A10_FP16 = round(638 / 833, 2)  # 0.77
+
+# K80 ResNet-50 (TF 2017, real-data.md §1.3 [D5]): 49.0 img/s at b=32, 51.5 at b=64 -> solve t(32), t(64).
+_K80_T32, _K80_T64 = 32 / 49.0, 64 / 51.5
+_K80_X = (64 - 32) / (_K80_T64 - _K80_T32)  # ~54.3 img/s
+_K80_T0 = _K80_T32 - 32 / _K80_X  # ~0.063 s
+
+# c5 CPUs: c5.18xlarge ~69 img/s (DAWNBench Intel Caffe, §1.3/§1.4 [D7]); smaller c5 scaled by the
+# measured sub-linear vCPU law of the Keras simple-CNN (MXNet-MKL, §5.1 [D8]): c5.xlarge 223-253 vs
+# c5.18xlarge 845-936 img/s -> midpoints 238 / 890.5 for 18x the vCPUs -> X ~ vcpus**0.456.
+_C5_X = 69.0
+_C5_EXP = math.log(238 / 890.5) / math.log(4 / 72)
+
+
+def _c5(vcpus: int) -> float:
+    return round(_C5_X * (vcpus / 72) ** _C5_EXP, 1)
+
+
+_CPU_SRC = "DAWNBench Intel Caffe, real-data.md §1.3/§1.4 [D7]; scaling §5.1 [D8]"
+_CPU_CAP = "inferred: cap 1024 (CPU host memory is not the limit at realistic batches)"
+_CPU_T0 = "inferred: t0 = 0 (real-data.md §5.1: t0 small relative to CPU step times)"
+
+_PERF = [
+    # T4 (g4dn.xlarge): fits reproduce the shipped pollux_osdi21_t4_step_time files.
+    Performance("resnet18_cifar10", "g4dn.xlarge", 0.0177, 1505, 1024, _FIT, _CAP_I),
+    Performance("resnet50_imagenet", "g4dn.xlarge", 0.0797, 238, 200, _FIT,
+                _CAP_I + "; ResNet-50 with apex AMP"),
+    Performance("bert_base_squad", "g4dn.xlarge", 0.2267, 17.3, 12, _FIT,
+                _CAP_I + "; fit over b = 4..12 only"),
+    # V100 (p3.2xlarge)
+    Performance("resnet18_cifar10", "p3.2xlarge", 0.0702, 5482, 1536, _FIT, _V100_NOTE + " (3072/2)"),
+    Performance("resnet50_imagenet", "p3.2xlarge", 0.1138, 775, 300, _FIT,
+                _V100_NOTE + " (600/2); AMP. FP32 cross-check: Lambda 369 img/s, Gavel 320 at b=128 "
+                "(§1.3 [D3][D4])"),
+    Performance("bert_base_squad", "p3.2xlarge", 0.1068, 48.1, 18, _FIT,
+                _V100_NOTE + " (36/2); Lambda ran BERT-base FP32 at 24 on V100 16 GB (§1.2 [D3])"),
+    # A100 (one GPU of p4d.24xlarge)
+    Performance("resnet18_cifar10", "p4d.24xlarge", 0.0271, 10828, 4096, _FIT,
+                _CAP_I + "; Sia DGX-A100 profile"),
+    Performance("resnet50_imagenet", "p4d.24xlarge", 0.1192, 1244, 800, _FIT,
+                _CAP_I + "; Sia DGX-A100 profile; AMP"),
+    Performance("bert_base_squad", "p4d.24xlarge", 0.1195, 218, 48, _FIT,
+                _CAP_I + "; Sia DGX-A100 profile"),
+    # A10G (g5.xlarge): scaled V100 curve
+    Performance("resnet18_cifar10", "g5.xlarge", round(0.0702 / _A10_FP32, 4), round(5482 * _A10_FP32),
+                2048, "V100 fit real-data.md §1.1 [D2] x Lambda A10/V100 ratio §1.3/§5.1 [D3]; cap §1.2",
+                f"inferred: V100 curve scaled by Lambda A10/V100 FP32 ResNet-50 ratio {_A10_FP32} "
+                "(t0/r, X*r; A10 used for A10G, §1.3); inferred: cap from the 24 GB Quadro RTX 6000 "
+                "Sia profile (2048)"),
+    Performance("resnet50_imagenet", "g5.xlarge", round(0.1138 / _A10_FP16, 4), round(775 * _A10_FP16),
+                400, "V100 fit real-data.md §1.1 [D2] x Lambda A10/V100 ratio §1.3 [D3]; cap §1.2",
+                f"inferred: V100 AMP curve scaled by Lambda A10/V100 FP16 ResNet-50 ratio {_A10_FP16} "
+                "(precision-matched; FP32 ratio would be 0.95; Lambda A10 FP16 = 638 img/s at b=448); "
+                "inferred: cap from the 24 GB Quadro RTX 6000 Sia profile (400)"),
+    # K80 (p2.xlarge), TensorFlow 2017
+    Performance("resnet50_imagenet", "p2.xlarge", round(_K80_T0, 4), round(_K80_X, 1), 64,
+                "TF 2017 benchmarks, real-data.md §1.3 [D5]; cap §1.2 [D5]",
+                "inferred: cap 64 = the batch TF ran ResNet-50 at on one K80 die (memory-driven "
+                "choice is I, §1.2); two-point fit through 49.0 img/s at b=32 and 51.5 at b=64 (FP32, "
+                "synthetic data); Gavel (37-44 img/s) and Torch7 (40 at "
+                "b=16) are slower (§1.3 [D4][D6])"),
+    # M60 (g3.4xlarge), Torch7
+    Performance("resnet50_imagenet", "g3.4xlarge", 0.0, round(16000 / 265.0, 1), 32,
+                "Paperspace Torch7 cnn-benchmarks, real-data.md §1.3 [D6]; cap §1.2",
+                "inferred: t0 = 0 (single point, no batch sweep): 265.0 ms fwd+bwd at b=16 = "
+                "60.4 img/s; inferred: cap 32 for 8 GB (an 8 GB RTX 2080 ran ResNet-101 at 32, OOM at 64)"),
+    # c5 CPUs, Intel Caffe
+    Performance("resnet50_imagenet", "c5.18xlarge", 0.0, _C5_X, 1024, _CPU_SRC,
+                _CPU_T0 + "; " + _CPU_CAP + "; 69 img/s per node in the 128-node DAWNBench run "
+                "(73 with 64 nodes)"),
+    Performance("resnet50_imagenet", "c5.4xlarge", 0.0, _c5(16), 1024, _CPU_SRC,
+                f"inferred: 69 x (16/72)^{_C5_EXP:.3f} (sub-linear vCPU scaling, §5.1); "
+                + _CPU_T0 + "; " + _CPU_CAP),
+    Performance("resnet50_imagenet", "c5.xlarge", 0.0, _c5(4), 1024, _CPU_SRC,
+                f"inferred: 69 x (4/72)^{_C5_EXP:.3f} (sub-linear vCPU scaling, §5.1); "
+                + _CPU_T0 + "; " + _CPU_CAP),
+]
+# Deliberately absent (no defensible figure in real-data.md): resnet18_cifar10 on K80/M60/CPU
+# (only 224x224 Torch7 or noisy Gavel points, §1.3), bert_base_squad on A10G (Lambda A10/V100 ratio
+# is 1.67 in FP32 but 0.71 in FP16), K80, M60 and CPUs.
+PERFORMANCE: Mapping[tuple[str, str], Performance] = MappingProxyType(
+    {(p.model, p.instance): p for p in _PERF})
+
+
+def instance_names() -> list[str]:
+    return sorted(INSTANCES)
+
+
+def model_names() -> list[str]:
+    return sorted(MODELS)
+
+
+def performance(model: str, instance: str) -> Performance | None:
+    return PERFORMANCE.get((model, instance))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def catalog_rows() -> list[dict[str, str]]:
+    """One row per PERFORMANCE entry (sorted by model, instance), all values as strings."""
+    rows = []
+    for (model, instance), p in sorted(PERFORMANCE.items()):
+        inst = INSTANCES[instance]
+        rows.append({
+            "model": model,
+            "instance": instance,
+            "kind": inst.kind,
+            "accelerator": inst.accelerator,
+            "t0_s": _fmt(p.t0_s),
+            "samples_per_s": _fmt(p.samples_per_s),
+            "max_batch": str(p.max_batch),
+            "bandwidth_gbps": _fmt(inst.bandwidth_gbps),
+            "source": p.source,
+        })
+    return rows

@@ -1,0 +1,93 @@
+"""Loading a scenario: YAML file -> overrides -> typed Scenario -> cross-checks.
+
+:func:`load_scenario` is the one entry point both engines and the CLI use. Every problem is an
+:class:`~lbsim.errors.InputError` naming the key path; nothing is written while loading.
+:func:`dump_scenario` writes the resolved scenario (defaults filled in, trace paths absolute) so
+that loading it again gives the same scenario.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from lbsim.errors import InputError
+from lbsim.scenario.contention import TraceContention
+from lbsim.scenario.fields import parse, to_data
+from lbsim.scenario.overrides import apply_overrides
+from lbsim.scenario.resolve import check_scenario
+from lbsim.scenario.schema import Scenario
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(str(path), "scenario file not found")
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise InputError(str(path), f"invalid YAML{where}: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InputError(str(path), f"the top level must be a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def scenario_from_data(data: dict[str, Any], *, base_dir: Path | None = None) -> Scenario:
+    """Parse and cross-check plain data; relative trace paths are resolved against ``base_dir``."""
+    scenario = parse(Scenario, data)
+    if base_dir is not None:
+        scenario = _absolute_traces(scenario, base_dir)
+    check_scenario(scenario)
+    return scenario
+
+
+def load_scenario(
+    path: str | Path,
+    overrides: Iterable[str] = (),
+    *,
+    scheme: str | None = None,
+) -> Scenario:
+    """Load ``path``, apply ``--set`` overrides and an optional ``--scheme`` name, validate."""
+    data = apply_overrides(read_yaml(path), overrides)
+    if scheme is not None:
+        data = with_scheme(data, scheme)
+    return scenario_from_data(data, base_dir=Path(path).resolve().parent)
+
+
+def with_scheme(data: dict[str, Any], scheme: str) -> dict[str, Any]:
+    """Data with the scheme replaced by ``scheme``; the file's parameters are kept if it is the same scheme."""
+    current = data.get("scheme")
+    current_name = current.get("name") if isinstance(current, dict) else current
+    if current_name == scheme:
+        return data
+    return {**data, "scheme": {"name": scheme}}
+
+
+def _absolute_traces(scenario: Scenario, base_dir: Path) -> Scenario:
+    items = tuple(
+        replace(c, path=str((base_dir / c.path).resolve())) if isinstance(c, TraceContention) else c
+        for c in scenario.contention
+    )
+    return replace(scenario, contention=items)
+
+
+_FIRST_KEYS = ("name", "description", "seed", "workload", "cluster", "network", "contention", "scheme")
+
+
+def scenario_data(scenario: Scenario) -> dict[str, Any]:
+    """The resolved scenario as plain data, sections in a readable order."""
+    data = to_data(scenario)
+    return {k: data[k] for k in _FIRST_KEYS if k in data}
+
+
+def dump_scenario(scenario: Scenario) -> str:
+    return yaml.safe_dump(scenario_data(scenario), sort_keys=False, default_flow_style=None, width=100)

@@ -1,0 +1,53 @@
+"""The scenario: one YAML file describes a cluster, its contention, a workload and a scheme.
+
+```yaml
+seed: 7
+workload: {model: resnet50_imagenet, global_batch: 1024, updates: 200}
+cluster:
+  groups:
+    - {instance: p3.2xlarge, count: 2}
+    - {instance: c5.18xlarge, count: 2, samples_per_s: 60}   # inline override
+network: {name: parameter_server, shards: 2}
+contention:
+  - {name: scheduled, workers: [0], start_s: 10, end_s: 40, slowdown: 3}
+scheme: {name: ssp, staleness: 2}
+```
+Sections are frozen dataclasses (:mod:`lbsim.scenario.sections`,
+:mod:`lbsim.scenario.contention`, each scheme's config); ``network``, ``contention`` items and
+``scheme`` are picked by their ``name:``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lbsim.scenario.contention import ContentionConfig, contention_configs
+from lbsim.scenario.fields import param
+from lbsim.scenario.sections import (
+    Cluster,
+    NetworkConfig,
+    ParameterServerConfig,
+    Workload,
+    network_configs,
+)
+from lbsim.schemes.registry import scheme_configs
+
+
+def _default_scheme() -> object:
+    return scheme_configs()["bsp"]()
+
+
+@dataclass(frozen=True)
+class Scenario:
+    cluster: Cluster = param(help="the workers, by group")
+    seed: int = param(0, "seed of every random stream in the run", ge=0)
+    name: str = param("", "a short name for tables and plots")
+    description: str = param("", "free text")
+    workload: Workload = param(Workload(), "what is trained and for how long")
+    network: NetworkConfig = param(ParameterServerConfig(), "communication model", registry=network_configs)
+    contention: tuple[ContentionConfig, ...] = param((), "slowdowns injected into workers", registry=contention_configs)
+    scheme: object = param(None, "synchronization scheme and its parameters (`lbsim schemes`)", registry=scheme_configs)
+
+    def __post_init__(self) -> None:
+        if self.scheme is None:
+            object.__setattr__(self, "scheme", _default_scheme())

@@ -1,0 +1,41 @@
+"""ASP — asynchronous parallel on a parameter server.
+
+Rule (schemes.md): every worker pushes its gradient after each iteration; the server applies
+it on arrival (one at a time); the worker pulls the latest weights and continues, never waiting
+for other workers. Each update's staleness is the number of server updates between the worker's
+pull and its push. Every worker takes an equal share X/n of the global batch per iteration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from lbsim.schemes.base import SchemeContext
+from lbsim.schemes.bsp import check_even_split
+from lbsim.schemes.registry import register_scheme
+from lbsim.sizing.split import even_split
+
+
+@dataclass(frozen=True)
+class ASPConfig:
+    pass
+
+
+@register_scheme("asp", ASPConfig)
+class ASP:
+    """Asynchronous: push, apply on arrival, pull, never wait."""
+
+    name: ClassVar[str]
+    synchronous: ClassVar[bool] = False
+
+    def __init__(self, config: ASPConfig, ctx: SchemeContext) -> None:
+        self._batches = even_split(ctx.global_batch, ctx.workers)
+        check_even_split(self._batches, ctx, self.name)
+
+    def batch(self, worker: int) -> int:
+        return self._batches[worker]
+
+    def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        return True

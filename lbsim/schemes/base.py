@@ -1,0 +1,94 @@
+"""What a scheme sees and what it decides — the contract between schemes and engines.
+
+The scheme decides, the engine enacts. A scheme is a plain object built from its config and a
+:class:`SchemeContext` (what is known about the cluster before the run). Engines call it at the
+moments a real system would and carry out what it returns; a scheme never sees the engine's
+future (an oracle ablation is the one named exception, and says so in its name).
+
+Two families:
+
+* :class:`SyncScheme` — one global update per round. The engine asks for every worker's batch at
+  each barrier (:meth:`SyncScheme.next_batches`, given the round's observations) and how many
+  gradients make an update (``required_gradients``; fewer than ``n`` means backup workers).
+* :class:`AsyncScheme` — workers push to a parameter server independently. Before each iteration
+  the engine asks whether a worker may start (:meth:`AsyncScheme.may_start`, given every worker's
+  clock) and which batch it takes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Protocol, runtime_checkable
+
+WorkerKind = Literal["gpu", "cpu"]
+
+
+@dataclass(frozen=True)
+class SchemeContext:
+    """What a scheme knows before the run starts: the cluster as the scenario describes it."""
+
+    global_batch: int
+    t0_s: tuple[float, ...]
+    samples_per_s: tuple[float, ...]
+    max_batch: tuple[int, ...]
+    kinds: tuple[WorkerKind, ...]
+    seed: int = 0
+
+    @property
+    def workers(self) -> int:
+        return len(self.t0_s)
+
+
+@dataclass(frozen=True)
+class WorkerObservation:
+    """One worker's iteration as a real worker could measure it."""
+
+    worker: int
+    batch: int
+    compute_s: float
+    comm_s: float
+    wait_s: float
+    cpu_available: float  # fraction of the worker's CPU/GPU not taken by co-located load, in (0, 1]
+
+
+@dataclass(frozen=True)
+class RoundObservation:
+    """What the barrier of round ``update`` saw: one observation per worker (index = worker)."""
+
+    update: int
+    time_s: float
+    workers: tuple[WorkerObservation, ...]
+
+
+@runtime_checkable
+class SyncScheme(Protocol):
+    """A synchronous scheme: a barrier and one global update per round."""
+
+    name: ClassVar[str]
+    synchronous: ClassVar[bool]
+    required_gradients: int
+
+    def initial_batches(self) -> tuple[int, ...]:
+        """Every worker's batch for the first round (sums to the global batch)."""
+        ...
+
+    def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
+        """Every worker's batch for the next round, decided at the barrier."""
+        ...
+
+
+@runtime_checkable
+class AsyncScheme(Protocol):
+    """An asynchronous parameter-server scheme: a gate per worker iteration."""
+
+    name: ClassVar[str]
+    synchronous: ClassVar[bool]
+
+    def batch(self, worker: int) -> int:
+        """The batch worker ``worker`` takes for its next iteration."""
+        ...
+
+    def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        """May ``worker`` start its next iteration, given every worker's clock (pushes applied)?"""
+        ...

@@ -1,0 +1,68 @@
+"""The scheme registry: one decorator per scheme, one place to look names up.
+
+A scheme module declares its parameters as a frozen dataclass and registers its class::
+
+    @register_scheme("ssp", SSPConfig)
+    class SSP: ...
+
+The scenario loader parses ``scheme: {name: ssp, staleness: 3}`` into ``SSPConfig`` through
+:func:`scheme_configs`; the engines build the decision object with :func:`build_scheme`. An
+unknown name fails with the list of valid names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from lbsim.errors import InputError
+
+_SCHEMES: dict[str, tuple[type, type]] = {}
+C = TypeVar("C", bound=type)
+
+
+def register_scheme(name: str, config: type) -> Callable[[C], C]:
+    """Class decorator: register a scheme under ``name`` with its parameter dataclass."""
+
+    def deco(cls: C) -> C:
+        if name in _SCHEMES:
+            raise ValueError(f"scheme {name!r} registered twice")
+        config.kind = name  # type: ignore[attr-defined]
+        cls.name = name  # type: ignore[attr-defined]
+        _SCHEMES[name] = (cls, config)
+        return cls
+
+    return deco
+
+
+def _load_all() -> None:
+    import lbsim.schemes  # noqa: F401  (its __init__ imports every scheme module)
+
+
+def scheme_configs() -> Mapping[str, type]:
+    """``{name: config dataclass}`` for every registered scheme."""
+    _load_all()
+    return {name: cfg for name, (_cls, cfg) in _SCHEMES.items()}
+
+
+def scheme_names() -> list[str]:
+    _load_all()
+    return sorted(_SCHEMES)
+
+
+def scheme_class(name: str) -> type:
+    _load_all()
+    if name not in _SCHEMES:
+        raise InputError("scheme.name", f"unknown {name!r}; valid: {', '.join(sorted(_SCHEMES))}")
+    return _SCHEMES[name][0]
+
+
+def scheme_summary(name: str) -> str:
+    """The first line of the scheme class's docstring."""
+    doc = (scheme_class(name).__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else ""
+
+
+def build_scheme(config: Any, ctx: Any) -> Any:
+    """Instantiate the scheme named by ``config.kind`` for a run described by ``ctx``."""
+    return scheme_class(config.kind)(config, ctx)

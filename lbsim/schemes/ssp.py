@@ -1,0 +1,48 @@
+"""SSP — stale synchronous parallel (Ho et al., NIPS 2013), staleness bound s.
+
+Rule (schemes.md): a worker that has completed c iterations (its clock: pushes applied) may
+start iteration c+1 only if ``c - min_j c_j <= s``; otherwise it blocks until the slowest catches
+up. s = 0 gives BSP's schedule, s = infinity is ASP. Read policy: pushes are applied on arrival
+and the worker pulls the freshest weights when it passes the gate. Equal batches X/n.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from lbsim.scenario.fields import param
+from lbsim.schemes.base import SchemeContext
+from lbsim.schemes.bsp import check_even_split
+from lbsim.schemes.registry import register_scheme
+from lbsim.sizing.split import even_split
+
+
+@dataclass(frozen=True)
+class SSPConfig:
+    staleness: int = param(3, "bound s: a worker may be at most s clocks ahead of the slowest", ge=0)
+
+
+def within_bound(clock: int, clocks: Sequence[int], staleness: int) -> bool:
+    """SSP's gate: a worker at ``clock`` may start its next iteration."""
+    return clock - min(clocks) <= staleness
+
+
+@register_scheme("ssp", SSPConfig)
+class SSP:
+    """Stale synchronous: run ahead of the slowest by at most `staleness` clocks."""
+
+    name: ClassVar[str]
+    synchronous: ClassVar[bool] = False
+
+    def __init__(self, config: SSPConfig, ctx: SchemeContext) -> None:
+        self.staleness = config.staleness
+        self._batches = even_split(ctx.global_batch, ctx.workers)
+        check_even_split(self._batches, ctx, self.name)
+
+    def batch(self, worker: int) -> int:
+        return self._batches[worker]
+
+    def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        return within_bound(clocks[worker], clocks, self.staleness)

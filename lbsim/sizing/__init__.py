@@ -1,0 +1,1 @@
+"""Batch sizing: how a global batch is split across workers (pure numpy)."""

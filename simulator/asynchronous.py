@@ -1,0 +1,73 @@
+"""The asynchronous driver: workers push to a parameter server on their own (asp, ssp, ...).
+
+Each worker is a SimPy process looping over: compute on its batch; push the gradient; wait for
+the server's serial apply queue (the gradient becomes an update, with staleness = updates made
+since this worker's pull); ask the scheme's gate whether it may go on (SSP blocks a worker more
+than s clocks ahead of the slowest); pull the freshest weights; next iteration.
+
+The run ends when the final update is applied; iterations still in flight then are not
+recorded (they did not finish).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from lbsim.metrics.records import IterationRecord
+from simulator.env import SimEnv
+from simulator.network import ParameterServer
+
+
+class AsyncDriver:
+    def __init__(self, env: SimEnv) -> None:
+        self.env = env
+        self.scheme = env.scheme
+        self.ps = ParameterServer(env, env.scenario.network)  # type: ignore[arg-type]
+        self.clocks = [0] * env.n
+        self.clock_changed = env.event()
+        self.procs = [env.process(self.worker(w)) for w in range(env.n)]
+
+    def _tick(self, w: int) -> None:
+        self.clocks[w] += 1
+        changed, self.clock_changed = self.clock_changed, self.env.event()
+        changed.succeed()
+
+    def worker(self, w: int) -> Generator[Any, Any, None]:
+        env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
+        pulled_version = 0
+        it = 0
+        while True:
+            start = env.now
+            batch = self.scheme.batch(w)
+            compute_end = cont.compute_end(start, spec.compute_s(batch) * cont.iteration_factor(it))
+            yield env.timeout(compute_end - start)
+            yield from self.ps.push(w)
+            comm = env.now - compute_end
+            yield from self.ps.apply()
+            if not env.may_update():
+                return
+            staleness = env.version - pulled_version
+            update = env.record_update(batch, 1)
+            self._tick(w)
+            final = not env.may_update()
+            if not final:
+                while not self.scheme.may_start(w, self.clocks):
+                    yield self.clock_changed
+                pull_start = env.now
+                pulled_version = env.version
+                yield from self.ps.pull(w)
+                comm += env.now - pull_start
+            end = env.now
+            compute_s = compute_end - start
+            env.record_iteration(
+                IterationRecord(
+                    worker=w, iteration=it, update=update, start_s=start, compute_s=compute_s,
+                    comm_s=comm, wait_s=end - start - compute_s - comm, end_s=end, batch=batch,
+                    staleness=staleness,
+                )
+            )
+            if final:
+                env.finish()
+                return
+            it += 1
