@@ -26,6 +26,8 @@ Workers = Literal["all"] | tuple[int | str, ...]
 
 @dataclass(frozen=True)
 class ScheduledContention:
+    """Workers are `slowdown` times slower from `start_s` to `end_s`."""
+
     kind: ClassVar[str] = "scheduled"
     workers: Workers = param(help="'all' or a list of worker indices / instance types")
     start_s: float = param(0.0, "when the slowdown starts", ge=0)
@@ -40,6 +42,8 @@ class ScheduledContention:
 
 @dataclass(frozen=True)
 class MarkovContention:
+    """Random on/off interference: exponential off/on periods, a uniform slowdown per on period."""
+
     kind: ClassVar[str] = "markov"
     workers: Workers = param("all", "'all' or a list of worker indices / instance types")
     mean_off_s: float = param(60.0, "mean length of an interference-free period", gt=0)
@@ -59,6 +63,8 @@ TraceFormat = Literal["auto", "pai_minibatch", "cluster_cpu", "simple"]
 
 @dataclass(frozen=True)
 class TraceContention:
+    """Replay a trace: PAI per-iteration mini-batch times, the Alibaba cluster CPU series, or `time_s,worker,slowdown`."""
+
     kind: ClassVar[str] = "trace"
     path: str = param(help="CSV file (.csv or .csv.gz), relative to the scenario file", nonempty=True)
     format: TraceFormat = param("auto", "auto (from the header), pai_minibatch, cluster_cpu or simple")

@@ -1,0 +1,69 @@
+"""The scenario reference page, generated from the schema's own help texts and defaults.
+
+``python -m lbsim.scenario.reference > docs/scenarios.md`` regenerates it; a test checks the
+committed page is current, so the docs cannot drift from the code.
+"""
+
+from __future__ import annotations
+
+from lbsim.scenario.contention import contention_configs
+from lbsim.scenario.fields import help_rows
+from lbsim.scenario.schema import Scenario
+from lbsim.scenario.sections import Cluster, WorkerGroup, Workload, network_configs
+from lbsim.schemes.registry import scheme_configs, scheme_summary
+
+INTRO = """# Scenario reference
+
+A scenario is one YAML file. This page is generated from the schema
+(`python -m lbsim.scenario.reference > docs/scenarios.md`); every key, its type, default and meaning.
+Unknown keys are errors. Any key can be overridden on the command line with
+`--set dotted.key=value` (the value is parsed as YAML; list items by index:
+`--set cluster.groups.0.count=4`). Sections picked by `name:` are listed per variant.
+"""
+
+
+_YAML_WORDS = {"None": "null", "True": "true", "False": "false", "()": "[]"}
+
+
+def _default(text: str) -> str:
+    if text.startswith("{"):
+        return "(see below)"
+    return _YAML_WORDS.get(text, text)
+
+
+def _table(rows: list[tuple[str, str, str, str]]) -> list[str]:
+    out = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for key, tp, default, text in rows:
+        out.append(f"| `{key}` | {tp} | `{_default(default)}` | {text} |")
+    return out + [""]
+
+
+def reference_markdown() -> str:
+    lines = [INTRO, "## Top level", ""]
+    top = [r for r in help_rows(Scenario) if r[0] not in ("scheme", "network", "contention")]
+    lines += _table(top + [
+        ("network", "a mapping with `name`", "parameter_server", "communication model (below)"),
+        ("contention", "a list of mappings with `name`", "[]", "slowdowns injected into workers (below)"),
+        ("scheme", "a mapping with `name`", "bsp", "synchronization scheme (below; `lbsim schemes`)"),
+    ])
+    lines += ["## `workload`", ""] + _table(help_rows(Workload, "workload."))
+    lines += ["## `cluster`", ""] + _table(help_rows(Cluster, "cluster."))
+    lines += ["### `cluster.groups[]`", ""] + _table(help_rows(WorkerGroup, "cluster.groups[]."))
+    for title, registry, prefix in (
+        ("network", network_configs(), "network."),
+        ("contention", contention_configs(), "contention[]."),
+        ("scheme", scheme_configs(), "scheme."),
+    ):
+        lines += [f"## `{title}`", ""]
+        for name, cls in sorted(registry.items()):
+            doc = scheme_summary(name) if title == "scheme" else (cls.__doc__ or "").strip().splitlines()[0]
+            lines += [f"### `{title}: {{name: {name}}}`", ""]
+            if doc and not doc.startswith(cls.__name__ + "("):
+                lines += [doc, ""]
+            rows = help_rows(cls, prefix)
+            lines += _table(rows) if rows else ["(no parameters)", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(reference_markdown(), end="")
