@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from lbsim.errors import InputError
 
@@ -47,6 +47,31 @@ def _default_out(file: str, leaf: str) -> Path:
     return Path("runs") / Path(file).name.split(".")[0] / leaf
 
 
+def _out_dir(args: argparse.Namespace, leaf: str) -> Path:
+    """The output directory; an existing path that is not a directory is invalid input."""
+    out = Path(args.out) if args.out else _default_out(args.scenario, leaf)
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise InputError("--out", f"{p} exists and is not a directory; give a directory path")
+            break
+    return out
+
+
+def _check_scheme_names(option: str, names: Sequence[str]) -> None:
+    """Every name is a registered scheme, or an InputError listing the valid ones."""
+    import difflib
+
+    from lbsim.schemes.registry import scheme_names
+
+    valid = scheme_names()
+    for name in names:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise InputError(option, f"unknown scheme {name!r}{hint}; valid: {', '.join(valid)}")
+
+
 def _run_one(scenario: Any, out: Path, label: str) -> dict[str, Any]:
     from lbsim.output import write_run, write_scenario
     from lbsim.progress import LazyProgress
@@ -62,9 +87,11 @@ def _run_one(scenario: Any, out: Path, label: str) -> dict[str, Any]:
 def cmd_run(args: argparse.Namespace) -> int:
     from lbsim.scenario.loader import load_scenario
 
+    if args.scheme is not None:
+        _check_scheme_names("--scheme", [args.scheme])
     scenario = load_scenario(args.scenario, args.set, scheme=args.scheme)
     name = scenario.scheme.kind  # type: ignore[attr-defined]
-    out = Path(args.out) if args.out else _default_out(args.scenario, name)
+    out = _out_dir(args, name)
     summary = _run_one(scenario, out, name)
     if not args.quiet:
         _table([summary], f"{scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
@@ -74,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from lbsim.metrics.summary import speedups
-    from lbsim.metrics.writers import csv_text, atomic_write_text
+    from lbsim.metrics.writers import atomic_write_text, csv_text
     from lbsim.scenario.loader import load_scenario
 
     names = [s.strip() for s in args.schemes.split(",") if s.strip()]
@@ -82,10 +109,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError("--schemes", "give a comma-separated list of scheme names (see `lbsim schemes`)")
     if len(set(names)) != len(names):
         raise InputError("--schemes", f"a scheme is listed twice: {args.schemes}")
-    scenarios = [load_scenario(args.scenario, args.set, scheme=n) for n in names]  # all validated first
-    out = Path(args.out) if args.out else _default_out(args.scenario, "compare")
-    summaries = [_run_one(sc, out / n, n) for sc, n in zip(scenarios, names)]
-    for s, speedup in zip(summaries, speedups(summaries)):
+    _check_scheme_names("--schemes", names)
+    scenarios = []
+    for n in names:  # every scheme is validated before anything is run or written
+        try:
+            scenarios.append(load_scenario(args.scenario, args.set, scheme=n))
+        except InputError as err:
+            try:  # an error that does not depend on the scheme is reported as it is
+                load_scenario(args.scenario, args.set)
+            except InputError as plain:
+                if str(plain) == str(err):
+                    raise err from None
+            raise InputError(err.path, f"{err.message} (with scheme {n} from --schemes)") from None
+    out = _out_dir(args, "compare")
+    summaries = [_run_one(sc, out / n, n) for sc, n in zip(scenarios, names, strict=True)]
+    for s, speedup in zip(summaries, speedups(summaries), strict=True):
         s["speedup_vs_first"] = speedup
     columns = list(summaries[0])
     atomic_write_text(out / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
@@ -126,8 +164,19 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with product.md's error style: one line on stderr, exit code 2, no usage dump."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see `{self.prog} --help`)\n")
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="lbsim", description="Which synchronization scheme, how much faster, on my cluster?")
+    p = _Parser(prog="lbsim", description="Which synchronization scheme, how much faster, on my cluster?")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def scenario_args(sp: argparse.ArgumentParser) -> None:
@@ -155,11 +204,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run the command line ``argv``; returns the exit code (it never raises SystemExit)."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # --help (0) or a usage error (2, already printed on one line)
+        code = exit_.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
     try:
         return int(args.func(args))
     except InputError as err:
-        print(f"lbsim: error: {err}", file=sys.stderr)
+        print(f"lbsim: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("lbsim: interrupted", file=sys.stderr)
@@ -167,7 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # noqa: BLE001 — exit code 1 with one line; LBSIM_DEBUG=1 for the traceback
         if os.environ.get("LBSIM_DEBUG"):
             raise
-        print(f"lbsim: internal error: {type(err).__name__}: {err} (set LBSIM_DEBUG=1 for a traceback)", file=sys.stderr)
+        print(f"lbsim: internal error: {type(err).__name__}: {_one_line(err)} (set LBSIM_DEBUG=1 for a traceback)",
+              file=sys.stderr)
         return 1
 
 

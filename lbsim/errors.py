@@ -17,7 +17,7 @@ class InputError(Exception):
         self.path = path
         self.message = message
 
-    def under(self, prefix: str) -> "InputError":
+    def under(self, prefix: str) -> InputError:
         """The same error with ``prefix`` prepended to its key path."""
         if not prefix:
             return self

@@ -29,7 +29,7 @@ class ScheduledContention:
     """Workers are `slowdown` times slower from `start_s` to `end_s`."""
 
     kind: ClassVar[str] = "scheduled"
-    workers: Workers = param(help="'all' or a list of worker indices / instance types")
+    workers: Workers = param(help="'all' or a list of worker indices / instance types", nonempty=True)
     start_s: float = param(0.0, "when the slowdown starts", ge=0)
     end_s: float | None = param(None, "when it ends (null: never)", gt=0)
     slowdown: float = param(2.0, "factor: 2 means twice as slow", gt=0)
@@ -45,7 +45,7 @@ class MarkovContention:
     """Random on/off interference: exponential off/on periods, a uniform slowdown per on period."""
 
     kind: ClassVar[str] = "markov"
-    workers: Workers = param("all", "'all' or a list of worker indices / instance types")
+    workers: Workers = param("all", "'all' or a list of worker indices / instance types", nonempty=True)
     mean_off_s: float = param(60.0, "mean length of an interference-free period", gt=0)
     mean_on_s: float = param(20.0, "mean length of an interference period", gt=0)
     slowdown_min: float = param(1.5, "smallest slowdown of an interference period", ge=1)
@@ -68,7 +68,7 @@ class TraceContention:
     kind: ClassVar[str] = "trace"
     path: str = param(help="CSV file (.csv or .csv.gz), relative to the scenario file", nonempty=True)
     format: TraceFormat = param("auto", "auto (from the header), pai_minibatch, cluster_cpu or simple")
-    workers: Workers = param("all", "'all' or a list of worker indices / instance types")
+    workers: Workers = param("all", "'all' or a list of worker indices / instance types", nonempty=True)
     target: Target = param("compute", "what is slowed (pai_minibatch: compute only)")
     demand: float = param(0.6, "cluster_cpu: CPU share the training job needs; speed = min(1, (1 - u) / demand)", gt=0, le=1)
     bucket_s: float = param(300.0, "cluster_cpu: simulated seconds per trace row (300 = real time)", gt=0)

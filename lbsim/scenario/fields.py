@@ -14,9 +14,10 @@ Polymorphic sections (``scheme: {name: ssp, staleness: 3}``) are fields whose me
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from lbsim.errors import InputError
@@ -54,8 +55,29 @@ def _join(path: str, key: str | int) -> str:
     return f"{path}.{key}" if path else key
 
 
+def _key_text(key: Any) -> str:
+    """A mapping key as it appears in a key path: plain if it is a simple word, else its repr."""
+    if isinstance(key, str) and key and key.isprintable() and not any(c.isspace() for c in key):
+        return key
+    return repr(key)
+
+
+def _did_you_mean(word: Any, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for a close match among ``choices``, else an empty string."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, cut to ``limit`` characters (error messages stay one short line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _describe(value: Any) -> str:
-    return f"{value!r} ({type(value).__name__})"
+    return f"{_short(value)} ({type(value).__name__})"
 
 
 def _type_name(tp: Any) -> str:
@@ -109,11 +131,20 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
                 errors.append(err)
         if len(errors) == 1:
             raise errors[0]
+        # An alternative that got past the value's outer shape (e.g. a list whose item is wrong)
+        # failed deeper than ``path``; its message is the specific one.
+        deepest = max(errors, key=lambda e: len(e.path))
+        if len(deepest.path) > len(path):
+            raise deepest
+        if isinstance(value, (list, tuple)):  # the list alternative's own complaint (e.g. empty)
+            for alt, err in zip((a for a in args if a is not type(None)), errors):
+                if get_origin(alt) is tuple:
+                    raise err
         raise InputError(path, f"expected {_type_name(tp)}, got {_describe(value)}")
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed or isinstance(value, bool) != any(isinstance(a, bool) for a in allowed):
-            raise InputError(path, f"{value!r} is not allowed; valid: {', '.join(map(str, allowed))}")
+            raise InputError(path, f"{_short(value)} is not allowed; valid: {', '.join(map(str, allowed))}")
         return value
     if dataclasses.is_dataclass(tp):
         return parse(typing.cast(type, tp), value, path)
@@ -165,7 +196,7 @@ def parse(cls: type[T], data: Any, path: str = "") -> T:
     for key in data:
         if key not in fields:
             valid = ", ".join(sorted(fields)) or "(none)"
-            raise InputError(_join(path, str(key)), f"unknown key; valid keys here: {valid}")
+            raise InputError(_join(path, _key_text(key)), f"unknown key{_did_you_mean(key, fields)}; valid keys here: {valid}")
     kwargs: dict[str, Any] = {}
     for name, f in fields.items():
         if name in data:
@@ -192,8 +223,8 @@ def parse_variant(registry: Mapping[str, type], data: Any, path: str) -> Any:
     name = data.get("name")
     if name is None:
         raise InputError(_join(path, "name"), f"required key is missing; valid: {valid}")
-    if name not in registry:
-        raise InputError(_join(path, "name"), f"unknown {name!r}; valid: {valid}")
+    if not isinstance(name, str) or name not in registry:
+        raise InputError(_join(path, "name"), f"unknown {_short(name)}{_did_you_mean(name, registry)}; valid: {valid}")
     rest = {k: v for k, v in data.items() if k != "name"}
     return parse(registry[name], rest, path)
 

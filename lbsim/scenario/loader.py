@@ -18,7 +18,7 @@ import yaml
 from lbsim.errors import InputError
 from lbsim.scenario.contention import TraceContention
 from lbsim.scenario.fields import parse, to_data
-from lbsim.scenario.overrides import apply_overrides
+from lbsim.scenario.overrides import apply_overrides, parse_yaml, yaml_error_text
 from lbsim.scenario.resolve import check_scenario
 from lbsim.scenario.schema import Scenario
 
@@ -28,12 +28,15 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if not p.is_file():
         raise InputError(str(path), "scenario file not found")
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8"))
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(str(path), f"not a UTF-8 text file (byte {err.start}: {err.reason})") from None
+    except OSError as err:
+        raise InputError(str(path), f"cannot read the scenario file: {err.strerror or err}") from None
+    try:
+        data = parse_yaml(text)
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise InputError(str(path), f"invalid YAML{where}: {problem}") from None
+        raise InputError(str(path), yaml_error_text(err)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -56,10 +59,15 @@ def load_scenario(
     *,
     scheme: str | None = None,
 ) -> Scenario:
-    """Load ``path``, apply ``--set`` overrides and an optional ``--scheme`` name, validate."""
-    data = apply_overrides(read_yaml(path), overrides)
+    """Load ``path``, switch to the ``--scheme`` name if given, apply ``--set`` overrides, validate.
+
+    The scheme is switched *before* the overrides, so ``--scheme ssp --set scheme.staleness=1``
+    sets the staleness of the SSP scheme that is run.
+    """
+    data = read_yaml(path)
     if scheme is not None:
         data = with_scheme(data, scheme)
+    data = apply_overrides(data, overrides)
     return scenario_from_data(data, base_dir=Path(path).resolve().parent)
 
 

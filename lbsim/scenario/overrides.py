@@ -1,7 +1,8 @@
 """``--set dotted.key=value`` overrides, applied to the raw scenario data before parsing.
 
-The value is parsed with ``yaml.safe_load`` (``--set seed=3`` gives an int, ``--set
-contention=[]`` a list). Path segments that are integers index lists
+The value is parsed as YAML (``--set seed=3`` gives an int, ``--set contention=[]`` a list),
+with the same safe loader as scenario files (:func:`parse_yaml`, which also rejects a key given
+twice in one mapping). Path segments that are integers index lists
 (``cluster.groups.0.count=4``); missing mapping keys are created.
 """
 
@@ -16,17 +17,53 @@ import yaml
 from lbsim.errors import InputError
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects a key given twice in one mapping (PyYAML keeps the last)."""
+
+
+def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, Any] = {}
+    for key_node, _value_node in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor`; explicit keys may override merged ones
+            continue
+        if not isinstance(key_node, yaml.ScalarNode):
+            continue  # a list or mapping as a key: PyYAML reports it as unhashable
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (a key may appear once per mapping)", key_node.start_mark
+            )
+        seen[key] = True
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+
+
+def yaml_error_text(err: yaml.YAMLError) -> str:
+    """A one-line description of a YAML error: where (line, column) and what."""
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(err, "problem", None) or (str(err).splitlines() or ["unreadable"])[0]
+    return f"invalid YAML{where}: {' '.join(str(problem).split())}"
+
+
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load`` that also rejects duplicate keys; raises ``yaml.YAMLError``."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 — a SafeLoader subclass
+
+
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split ``a.b.0.c=value`` into its path segments and the YAML-parsed value."""
     key, sep, raw = text.partition("=")
     key = key.strip()
-    if not sep or not key or any(not part for part in key.split(".")):
-        raise InputError("--set", f"expected KEY=VALUE with a dotted key, got {text!r}")
+    if not sep or not key or any(not part.strip() for part in key.split(".")):
+        raise InputError("--set", f"expected KEY=VALUE with a dotted key (e.g. scheme.staleness=2), got {text!r}")
     try:
-        value = yaml.safe_load(raw) if raw.strip() else None
+        value = parse_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as err:
-        raise InputError(f"--set {key}", f"value is not valid YAML: {err}") from None
-    return key.split("."), value
+        raise InputError(f"--set {key}", f"value is not valid YAML ({yaml_error_text(err)}); quote it or fix it") from None
+    return [part.strip() for part in key.split(".")], value
 
 
 def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str, Any]:
@@ -39,13 +76,16 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
             where = ".".join(parts[: depth + 1])
             last = depth == len(parts) - 1
             if isinstance(node, list):
-                if not part.isdigit() or int(part) >= len(node):
-                    raise InputError(f"--set {where}", f"list index out of range (the list has {len(node)} items)")
+                if not part.isdigit():
+                    raise InputError(f"--set {where}", f"{part!r} is not a list index; valid: 0..{len(node) - 1} (the list has {len(node)} items)")
+                if int(part) >= len(node):
+                    raise InputError(f"--set {where}", f"list index out of range; valid: 0..{len(node) - 1} (the list has {len(node)} items)")
                 index: Any = int(part)
             elif isinstance(node, dict):
                 index = part
             else:
-                raise InputError(f"--set {where}", f"cannot index into {type(node).__name__} {node!r}")
+                parent = ".".join(parts[:depth]) or "(top level)"
+                raise InputError(f"--set {where}", f"{parent} is {type(node).__name__} {node!r}, not a mapping or list; it has no key {part!r}")
             if last:
                 node[index] = value
             else:

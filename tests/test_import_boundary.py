@@ -1,0 +1,144 @@
+"""The dependency rule ``simulator -> lbsim <- runtime`` (design.md), checked two ways.
+
+Dynamically, in fresh subprocesses (``sys.modules`` after the imports):
+
+* the core (``lbsim`` and the modules the CLI and both engines use) loads neither ``simpy`` nor ``torch``;
+* the simulator (``simulator.run``) never loads ``torch``.
+
+Statically, by parsing every file with :mod:`ast` and walking *all* ``Import``/``ImportFrom`` nodes
+(top level, inside functions, under ``if``/``try``):
+
+* no file under ``lbsim/`` imports ``simulator`` or ``runtime``, nor ``simpy`` or ``torch`` --
+  except that **imports inside functions in ``lbsim/cli.py``** may import the engines
+  (``simulator``, ``runtime``): the CLI loads an engine only inside the command that needs it;
+* no file under ``simulator/`` imports ``runtime`` or ``torch``;
+* no file under ``runtime/`` imports ``simulator`` or ``simpy``.
+
+Relative imports (``from . import x``) stay inside their own package and are not checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+CORE_MODULES = [
+    "lbsim", "lbsim.scenario.loader", "lbsim.schemes", "lbsim.cli", "lbsim.metrics.summary", "lbsim.contention.model",
+]
+
+
+def _loaded_after(imports: list[str], watch: list[str]) -> list[str]:
+    """Which of ``watch`` (top-level names) are in sys.modules of a fresh interpreter after ``imports``."""
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {imports!r}: importlib.import_module(m)\n"
+        f"print(json.dumps(sorted({{n.split('.')[0] for n in sys.modules}} & set({watch!r}))))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_core_loads_neither_simpy_nor_torch() -> None:
+    assert _loaded_after(CORE_MODULES, ["simpy", "torch"]) == []
+
+
+def test_cli_commands_without_engine_load_no_engine() -> None:
+    """Building the parser and listing schemes (as ``lbsim schemes`` does) stays engine-free."""
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from lbsim.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()): rc = main(['schemes'])\n"
+        "print(json.dumps([rc, sorted({n.split('.')[0] for n in sys.modules} & {'simpy', 'torch', 'simulator', 'runtime'})]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == [0, []]
+
+
+def test_simulator_never_loads_torch() -> None:
+    assert _loaded_after(["simulator.run"], ["torch", "runtime"]) == []
+
+
+# --- static check ---------------------------------------------------------------------------------
+
+def _imports(tree: ast.AST) -> list[tuple[str, int, bool]]:
+    """(top-level module name, line, inside a function) for every absolute import in ``tree``."""
+    found: list[tuple[str, int, bool]] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend((alias.name.split(".")[0], child.lineno, inside) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
+                found.append((child.module.split(".")[0], child.lineno, inside))
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def _dynamic_imports(tree: ast.AST) -> list[tuple[str, int]]:
+    """``importlib.import_module("x")`` / ``__import__("x")`` calls with a literal name."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                and isinstance(node.args[0].value, str):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if name in ("import_module", "__import__"):
+                found.append((node.args[0].value.split(".")[0], node.lineno))
+    return found
+
+
+FORBIDDEN = {
+    "lbsim": {"simulator", "runtime", "simpy", "torch"},
+    "simulator": {"runtime", "torch"},
+    "runtime": {"simulator", "simpy"},
+}
+
+
+def _violations(package: str) -> list[str]:
+    bad = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+        for module, line, in_function in _imports(tree):
+            if module not in FORBIDDEN[package]:
+                continue
+            if rel == "lbsim/cli.py" and in_function and module in ("simulator", "runtime"):
+                continue  # the CLI imports an engine inside the command that needs it
+            bad.append(f"{rel}:{line} imports {module}{' (inside a function)' if in_function else ''}")
+        for module, line in _dynamic_imports(tree):
+            if module in FORBIDDEN[package] and not (rel == "lbsim/cli.py" and module in ("simulator", "runtime")):
+                bad.append(f"{rel}:{line} imports {module} dynamically")
+    return bad
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_static_import_rule(package: str) -> None:
+    if not (REPO / package).is_dir():
+        pytest.skip(f"{package}/ does not exist yet")
+    assert _violations(package) == []
+
+
+def test_static_checker_sees_nested_imports() -> None:
+    """The walker finds imports at any depth and knows whether they are inside a function."""
+    tree = ast.parse(
+        "import simpy\n"
+        "from torch.nn import Linear\n"
+        "from . import sibling\n"
+        "if True:\n    import runtime.x\n"
+        "def f():\n    from simulator.run import simulate\n"
+        "class C:\n    def m(self):\n        import torch\n"
+    )
+    assert _imports(tree) == [("simpy", 1, False), ("torch", 2, False), ("runtime", 5, False),
+                              ("simulator", 7, True), ("torch", 10, True)]
