@@ -25,13 +25,19 @@ class AsyncDriver:
         self.scheme = env.scheme
         self.ps = ParameterServer(env, env.scenario.network)  # type: ignore[arg-type]
         self.clocks = [0] * env.n
-        self.clock_changed = env.event()
+        self.blocked: list[tuple[int, Any]] = []  # workers held at the gate, first blocked first
         self.procs = [env.process(self.worker(w)) for w in range(env.n)]
 
     def _tick(self, w: int) -> None:
+        """Worker w's clock advanced: release, in the order they blocked, workers the gate now admits."""
         self.clocks[w] += 1
-        changed, self.clock_changed = self.clock_changed, self.env.event()
-        changed.succeed()
+        still = []
+        for v, ev in self.blocked:
+            if self.scheme.may_start(v, self.clocks):
+                ev.succeed()
+            else:
+                still.append((v, ev))
+        self.blocked = still
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
         env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
@@ -52,8 +58,10 @@ class AsyncDriver:
             self._tick(w)
             final = not env.may_update()
             if not final:
-                while not self.scheme.may_start(w, self.clocks):
-                    yield self.clock_changed
+                if not self.scheme.may_start(w, self.clocks):
+                    gate = env.event()
+                    self.blocked.append((w, gate))
+                    yield gate
                 pull_start = env.now
                 pulled_version = env.version
                 yield from self.ps.pull(w)

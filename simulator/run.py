@@ -37,6 +37,6 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     env.run(until=env.finished)
     summary = summarize(
         env.iterations, env.updates, scheme=scheme.name, seed=scenario.seed, engine="simulator",
-        workers=env.n, end_s=env.now,
+        workers=env.n, end_s=env.now, synchronous=scheme.synchronous, extra=scheme.diagnostics(),
     )
     return RunResult(tuple(env.iterations), tuple(env.updates), summary)

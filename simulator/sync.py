@@ -33,13 +33,17 @@ from simulator.network import ParameterServer, ring_allreduce_s
 class Round:
     index: int
     batches: tuple[int, ...]
+    factors: tuple[float, ...]  # each worker's per-iteration compute multiplier (trace x jitter)
     done: simpy.Event
     pending: set[int]
     contributed: list[int] = field(default_factory=list)
     measured: dict[int, tuple[float, float]] = field(default_factory=dict)  # worker -> (compute_s, comm_s)
     ring_start_s: float = 0.0
     update: int = -1
+    samples: int = 0
     final: bool = False
+    entered: set[int] = field(default_factory=set)
+    recorded: int = 0
 
 
 class SyncDriver:
@@ -48,38 +52,46 @@ class SyncDriver:
         self.scheme = env.scheme
         net = env.scenario.network
         self.ps = ParameterServer(env, net) if isinstance(net, ParameterServerConfig) else None
-        self.rounds: dict[int, Round] = {}
         self._next_batches = tuple(self.scheme.initial_batches())
+        self._next_factors = self._draw_factors(0)
+        self.open = self._open_round(0)
+        self.active: list[Round | None] = [None] * env.n  # the round a worker is computing/pushing for
         self.procs = [env.process(self.worker(w)) for w in range(env.n)]
 
-    def round(self, r: int) -> Round:
-        if r not in self.rounds:
-            self.rounds.pop(r - 2, None)  # keep memory flat: nobody looks two rounds back
-            self.rounds[r] = Round(r, self._next_batches, self.env.event(), set(range(self.env.n)))
-        return self.rounds[r]
+    def _draw_factors(self, r: int) -> tuple[float, ...]:
+        """Round r's compute multipliers, drawn when the round is decided (each worker's own stream)."""
+        return tuple(c.iteration_factor(r) for c in self.env.contention)
+
+    def _open_round(self, r: int) -> Round:
+        return Round(r, self._next_batches, self._next_factors, self.env.event(), set(range(self.env.n)))
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
         env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
-        r = 0
+        it = 0  # the worker's own iteration count (it may sit out a round it was too late for)
         while env.may_update():
-            rs = self.round(r)
+            rs = self.open  # a worker whose pull ended after a round closed joins the open one
+            rs.entered.add(w)
             batch = rs.batches[w]
             start = env.now
-            compute_end = cont.compute_end(start, spec.compute_s(batch) * cont.iteration_factor(r))
+            compute_end = cont.compute_end(start, spec.compute_s(batch) * rs.factors[w])
             comm = 0.0
             dropped = False
+            self.active[w] = rs
             try:
                 yield env.timeout(compute_end - start)
                 if self.ps is not None:
                     yield from self.ps.push(w)
                     comm = env.now - compute_end
                     yield from self.ps.apply()
+                self.active[w] = None
                 self._contribute(rs, w, compute_end - start, comm)
             except simpy.Interrupt:
+                self.active[w] = None
                 dropped = True
                 comm = max(0.0, env.now - compute_end)
             compute_s = min(env.now, compute_end) - start
-            yield rs.done
+            if not rs.done.triggered:  # the worker whose gradient made the update goes on first
+                yield rs.done
             if self.ps is None:
                 comm = env.now - rs.ring_start_s
             elif not rs.final:
@@ -89,15 +101,18 @@ class SyncDriver:
             end = env.now
             env.record_iteration(
                 IterationRecord(
-                    worker=w, iteration=r, update=-1 if dropped else rs.update, start_s=start,
+                    worker=w, iteration=it, update=-1 if dropped else rs.update, start_s=start,
                     compute_s=compute_s, comm_s=comm, wait_s=end - start - compute_s - comm,
                     end_s=end, batch=batch, staleness=0, dropped=dropped,
+                    weight=0.0 if dropped else batch / rs.samples,
                 )
             )
             if rs.final:
-                env.finish()
+                rs.recorded += 1
+                if rs.recorded == len(rs.entered):
+                    env.finish()
                 return
-            r += 1
+            it += 1
 
     def _contribute(self, rs: Round, w: int, compute_s: float, comm_s: float) -> None:
         rs.pending.discard(w)
@@ -119,15 +134,16 @@ class SyncDriver:
         env = self.env
         if not env.may_update():
             return
-        samples = sum(rs.batches[w] for w in rs.contributed)
-        rs.update = env.record_update(samples, len(rs.contributed))
+        rs.samples = sum(rs.batches[w] for w in rs.contributed)
+        rs.update = env.record_update(rs.samples, len(rs.contributed))
         rs.final = not env.may_update()
         for w in sorted(rs.pending):
-            proc = self.procs[w]
-            if proc.is_alive:
-                proc.interrupt("dropped by the update")
+            if self.active[w] is rs and self.procs[w].is_alive:
+                self.procs[w].interrupt("dropped by the update")
         if not rs.final:
+            self._next_factors = self._draw_factors(rs.index + 1)
             self._next_batches = tuple(self.scheme.next_batches(self._observe(rs)))
+            self.open = self._open_round(rs.index + 1)
         rs.done.succeed()
 
     def _observe(self, rs: Round) -> RoundObservation:
@@ -135,10 +151,12 @@ class SyncDriver:
         obs = []
         for w in range(env.n):
             compute_s, comm_s = rs.measured.get(w, (float("nan"), float("nan")))
+            cont = env.contention[w]
             obs.append(
                 WorkerObservation(
-                    worker=w, batch=rs.batches[w], compute_s=compute_s, comm_s=comm_s,
-                    wait_s=0.0, cpu_available=env.contention[w].cpu_available(env.now),
+                    worker=w, batch=rs.batches[w], compute_s=compute_s, comm_s=comm_s, wait_s=0.0,
+                    cpu_available=cont.cpu_available(env.now),
+                    oracle_slowdown=cont.compute_factor(env.now) * self._next_factors[w],
                 )
             )
         return RoundObservation(rs.update, env.now, tuple(obs))

@@ -24,6 +24,8 @@ from lbsim.scenario import catalog
 from lbsim.scenario.loader import load_scenario
 from lbsim.schemes.registry import scheme_names
 
+SCHEMES = ", ".join(scheme_names())  # every registered scheme, in the order messages list them
+
 REPO = Path(__file__).resolve().parents[1]
 EC2 = REPO / "scenarios" / "ec2_mixed.yaml"
 TRACES = REPO / "scenarios" / "traces"
@@ -100,10 +102,10 @@ YAML_CASES = [
                  "contention[0].workers: expected one of 'all' or a list", id="type-workers-str"),
     pytest.param(doc(contention="[{name: scheduled, workers: [1.5]}]"),
                  "contention[0].workers[0]: expected an integer or a string", id="type-workers-item"),
-    pytest.param(doc(scheme="{name: [bsp]}"), "scheme.name: unknown ['bsp']; valid: asp, bsp, ssp, static",
+    pytest.param(doc(scheme="{name: [bsp]}"), f"scheme.name: unknown ['bsp']; valid: {SCHEMES}",
                  id="type-scheme-name-list"),
     pytest.param(doc() + "'two words': 1\n", "'two words': unknown key", id="unknown-key-with-space"),
-    pytest.param(doc(scheme="3"), "scheme: expected a mapping with a 'name' key (asp, bsp, ssp, static)",
+    pytest.param(doc(scheme="3"), f"scheme: expected a mapping with a 'name' key ({SCHEMES})",
                  id="type-scheme-int"),
     # --- required, empty, out of range ---------------------------------------------------------
     pytest.param(doc(cluster=DROP), "cluster: required key is missing", id="missing-cluster"),
@@ -145,9 +147,9 @@ YAML_CASES = [
     pytest.param(doc(cluster="{groups: [{instance: g4dn.xlarge}, {instance: p9.huge}]}"),
                  "cluster.groups[1].instance: unknown instance type 'p9.huge'; valid: "
                  + ", ".join(catalog.instance_names()), id="unknown-instance"),
-    pytest.param(doc(scheme="{name: nosuch}"), "scheme.name: unknown 'nosuch'; valid: asp, bsp, ssp, static",
+    pytest.param(doc(scheme="{name: nosuch}"), f"scheme.name: unknown 'nosuch'; valid: {SCHEMES}",
                  id="unknown-scheme"),
-    pytest.param(doc(scheme="nosuch"), "scheme.name: unknown 'nosuch'; valid: asp, bsp, ssp, static",
+    pytest.param(doc(scheme="nosuch"), f"scheme.name: unknown 'nosuch'; valid: {SCHEMES}",
                  id="unknown-scheme-shorthand"),
     pytest.param(doc(workload="{model: gpt9, global_batch: 96, updates: 2}"),
                  "workload.model: unknown model 'gpt9'; valid: " + ", ".join(catalog.model_names()), id="unknown-model"),
@@ -211,16 +213,16 @@ OVERRIDE_CASES = [
                  id="set-bool-count"),
     pytest.param(["--set", "network.server_bandwidth_gbps=-1"], "network.server_bandwidth_gbps: must be > 0",
                  id="set-negative"),
-    pytest.param(["--set", "scheme.name=nosuch"], "scheme.name: unknown 'nosuch'; valid: asp, bsp, ssp, static",
+    pytest.param(["--set", "scheme.name=nosuch"], f"scheme.name: unknown 'nosuch'; valid: {SCHEMES}",
                  id="set-unknown-scheme"),
-    pytest.param(["--scheme", "nosuch"], "--scheme: unknown scheme 'nosuch'; valid: asp, bsp, ssp, static",
+    pytest.param(["--scheme", "nosuch"], f"--scheme: unknown scheme 'nosuch'; valid: {SCHEMES}",
                  id="scheme-option-unknown"),
     pytest.param(["--scheme", "ssp", "--set", "network.name=ring_allreduce"],
                  "network.name: scheme ssp needs a parameter server", id="scheme-option-needs-ps"),
 ]
 
 COMPARE_CASES = [
-    pytest.param(["--schemes", "bsp,nosuch"], "--schemes: unknown scheme 'nosuch'; valid: asp, bsp, ssp, static",
+    pytest.param(["--schemes", "bsp,nosuch"], f"--schemes: unknown scheme 'nosuch'; valid: {SCHEMES}",
                  id="compare-unknown-scheme"),
     pytest.param(["--schemes", "bsp,bsp"], "--schemes: a scheme is listed twice", id="compare-duplicate"),
     pytest.param(["--schemes", ","], "--schemes: give a comma-separated list", id="compare-empty"),
@@ -392,7 +394,7 @@ def test_set_creates_missing_keys(tmp_path: Path) -> None:
 SUBPROCESS_CASES = [
     pytest.param(["run", "{file}", "--set", "workload.globl_batch=3"], "workload.globl_batch: unknown key",
                  id="unknown-key-via-set"),
-    pytest.param(["run", "{file}", "--scheme", "nosuch"], "--scheme: unknown scheme 'nosuch'; valid: asp, bsp, ssp, static",
+    pytest.param(["run", "{file}", "--scheme", "nosuch"], f"--scheme: unknown scheme 'nosuch'; valid: {SCHEMES}",
                  id="scheme-nosuch"),
     pytest.param(["compare", "{file}", "--schemes", "bsp,nosuch"], "--schemes: unknown scheme 'nosuch'",
                  id="compare-nosuch"),

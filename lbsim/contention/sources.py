@@ -94,6 +94,8 @@ class PeriodicSeries:
 
     def segment(self, t: float) -> tuple[float, float]:
         k = int(t // self.bucket_s)
+        if (k + 1) * self.bucket_s <= t:  # t // b can fall one short at a boundary the engine computed as (k+1) * b
+            k += 1
         return self.factors[(self.offset + k) % len(self.factors)], (k + 1) * self.bucket_s
 
 

@@ -6,7 +6,9 @@ end_s - start_s``: ``comm_s`` is time moving bytes (push, pull, all-reduce, queu
 included), ``wait_s`` the rest (barriers, gates, the server's apply queue).
 
 An :class:`UpdateRecord` is one global model update: which gradients it contains and how many
-samples. ``staleness`` of an iteration is the number of server updates between the worker's
+samples. Synchronous updates are batch-weighted: ``g = sum_i (x_i / X) g_i`` where X is the
+samples in the update, so each record's ``weight`` is ``x_i / X`` (the weights of an update sum
+to 1). ``staleness`` of an iteration is the number of server updates between the worker's
 pull and its push being applied (0 for synchronous schemes).
 """
 
@@ -28,6 +30,7 @@ class IterationRecord:
     batch: int
     staleness: int
     dropped: bool = False
+    weight: float = 1.0  # this gradient's share in its update: x_i / (samples in the update); 0 if dropped
 
     @property
     def iteration_s(self) -> float:

@@ -8,6 +8,9 @@ Definitions:
   from start to the moment the worker could start the next.
 * ``wait_fraction`` / ``compute_fraction`` / ``comm_fraction`` — shares of total worker time.
 * ``staleness_*`` — over gradients applied.
+* ``mean_barrier_wait_s`` (synchronous schemes) — mean over worker-iterations in an update of
+  (the update's last compute end − this worker's compute end): the compute imbalance a barrier
+  costs, which batch sizing tries to remove (communication queueing excluded).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def summarize(
     engine: str,
     workers: int,
     end_s: float,
+    synchronous: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     done = [r for r in iterations if not r.dropped]
@@ -66,9 +70,22 @@ def summarize(
         "staleness_mean": _r(float(stale.mean())),
         "staleness_max": int(stale.max()),
     }
+    if synchronous:
+        out["mean_barrier_wait_s"] = _r(barrier_wait(applied))
     if extra:
         out.update(extra)
     return out
+
+
+def barrier_wait(records: Sequence[IterationRecord]) -> float:
+    """Mean of (last compute end in the record's update − its own compute end)."""
+    last: dict[int, float] = {}
+    for r in records:
+        end = r.start_s + r.compute_s
+        last[r.update] = max(last.get(r.update, end), end)
+    if not records:
+        return 0.0
+    return float(np.mean([last[r.update] - (r.start_s + r.compute_s) for r in records]))
 
 
 def speedups(summaries: Sequence[dict[str, Any]]) -> list[float]:

@@ -39,3 +39,6 @@ class ASP:
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
         return True
+
+    def diagnostics(self) -> dict[str, object]:
+        return {}

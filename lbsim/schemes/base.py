@@ -49,7 +49,11 @@ class WorkerObservation:
     compute_s: float
     comm_s: float
     wait_s: float
-    cpu_available: float  # fraction of the worker's CPU/GPU not taken by co-located load, in (0, 1]
+    cpu_available: float  # share of the worker's processor left by co-located load now, in (0, 1]
+    mem_available: float = 1.0  # share of the worker's memory left by co-located load now, in (0, 1]
+    # ORACLE (simulator only, for ablations): the true slowdown of the worker's next iteration,
+    # i.e. its next compute time divided by the nominal t(b). None when the engine cannot know.
+    oracle_slowdown: float | None = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,10 @@ class SyncScheme(Protocol):
         """Every worker's batch for the next round, decided at the barrier."""
         ...
 
+    def diagnostics(self) -> dict[str, object]:
+        """Scheme-specific summary fields (e.g. prediction error), added to ``summary.json``."""
+        ...
+
 
 @runtime_checkable
 class AsyncScheme(Protocol):
@@ -91,4 +99,8 @@ class AsyncScheme(Protocol):
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
         """May ``worker`` start its next iteration, given every worker's clock (pushes applied)?"""
+        ...
+
+    def diagnostics(self) -> dict[str, object]:
+        """Scheme-specific summary fields, added to ``summary.json``."""
         ...

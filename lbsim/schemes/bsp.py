@@ -58,3 +58,6 @@ class BSP:
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
         return self._batches
+
+    def diagnostics(self) -> dict[str, object]:
+        return {}

@@ -46,3 +46,6 @@ class SSP:
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
         return within_bound(clocks[worker], clocks, self.staleness)
+
+    def diagnostics(self) -> dict[str, object]:
+        return {}

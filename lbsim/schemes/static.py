@@ -37,10 +37,13 @@ class Static:
                 ctx.global_batch, ctx.samples_per_s, ctx.max_batch, min_batch=config.min_batch
             )
         except InfeasibleSplit as err:
-            raise InputError("workload.global_batch", str(err)) from None
+            raise InputError("workload.global_batch", f"{err} (scheme static, min_batch {config.min_batch})") from None
 
     def initial_batches(self) -> tuple[int, ...]:
         return self._batches
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
         return self._batches
+
+    def diagnostics(self) -> dict[str, object]:
+        return {}

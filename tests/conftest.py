@@ -1,0 +1,126 @@
+"""Shared helpers for the engine tests: build a scenario from plain data, run it, check invariants.
+
+One session fixture, ``sim``, so that hypothesis tests can use it too (no function-scoped state).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TRACES = REPO / "scenarios" / "traces"
+
+
+def group(count: int = 1, speed: float = 100.0, *, t0: float = 0.0, bw: float = 8.0, max_batch: int = 100_000,
+          jitter: float = 0.0, instance: str = "g4dn.xlarge") -> dict[str, Any]:
+    """A worker group with every figure given inline (exact arithmetic, no catalog figures)."""
+    return {"instance": instance, "count": count, "t0_s": t0, "samples_per_s": speed, "max_batch": max_batch,
+            "bandwidth_gbps": bw, "jitter_cv": jitter}
+
+
+def ps(*, server_gbps: float = 8.0, shards: int = 1, apply_s: float = 0.0, latency_s: float = 0.0) -> dict[str, Any]:
+    return {"name": "parameter_server", "shards": shards, "server_bandwidth_gbps": server_gbps,
+            "apply_s": apply_s, "latency_s": latency_s}
+
+
+def ring(*, alpha_s: float = 0.0, bandwidth_gbps: float | None = None) -> dict[str, Any]:
+    return {"name": "ring_allreduce", "alpha_s": alpha_s, "bandwidth_gbps": bandwidth_gbps}
+
+
+def data(groups: list[dict[str, Any]], *, network: dict[str, Any], scheme: dict[str, Any] | str,
+         global_batch: int, gradient_bytes: int = 1_000_000, updates: int | None = 10,
+         time_budget_s: float | None = None, contention: list[dict[str, Any]] | tuple = (),
+         seed: int = 0) -> dict[str, Any]:
+    return {
+        "seed": seed,
+        "workload": {"model": "resnet50_imagenet", "global_batch": global_batch, "updates": updates,
+                     "time_budget_s": time_budget_s, "gradient_bytes": gradient_bytes},
+        "cluster": {"groups": list(groups)},
+        "network": network,
+        "contention": list(contention),
+        "scheme": {"name": scheme} if isinstance(scheme, str) else scheme,
+    }
+
+
+def scenario(groups: list[dict[str, Any]], **kw: Any):  # -> Scenario
+    from lbsim.scenario.loader import scenario_from_data
+
+    return scenario_from_data(data(groups, **kw))
+
+
+def run(groups: list[dict[str, Any]], **kw: Any):  # -> RunResult
+    from simulator.run import simulate
+
+    return simulate(scenario(groups, **kw))
+
+
+def check_invariants(result: Any, *, strict_update_times: bool = True) -> None:
+    """Invariants every run must satisfy (see lbsim.metrics.records / summary).
+
+    Every update's gradients and samples match the records that name it, except: an asynchronous
+    run does not record the iterations still in flight at its end (gate, pull), so up to one
+    one-gradient update per worker may have no record; a run ended by its time budget may cut the
+    last update's records (their pulls had not finished).
+    """
+    its, ups, summary = result.iterations, result.updates, result.summary
+    assert ups, "a run must make at least one update"
+    for r in its:
+        total = r.compute_s + r.comm_s + r.wait_s
+        assert abs(total - (r.end_s - r.start_s)) <= 1e-9, r
+        assert r.compute_s >= 0 and r.comm_s >= -1e-12 and r.wait_s >= -1e-12, r
+        assert r.end_s >= r.start_s, r
+        assert r.dropped == (r.update == -1), r
+        if not r.dropped:
+            u = ups[r.update]
+            # the gradient is applied after the worker computed it and before its iteration ended
+            assert r.start_s + r.compute_s - 1e-9 <= u.time_s <= r.end_s + 1e-9, (r, u)
+    # updates: numbered in order, strictly increasing in time
+    assert [u.update for u in ups] == list(range(len(ups)))
+    for a, b in zip(ups, ups[1:], strict=False):
+        assert (b.time_s > a.time_s) if strict_update_times else (b.time_s >= a.time_s), (a, b)
+    # each worker: iterations 0, 1, 2, ... back to back (never idle outside a record)
+    by_worker = defaultdict(list)
+    for r in its:
+        by_worker[r.worker].append(r)
+    for rs in by_worker.values():
+        rs.sort(key=lambda r: r.iteration)
+        assert [r.iteration for r in rs] == list(range(len(rs)))
+        assert rs[0].start_s == 0
+        for a, b in zip(rs, rs[1:], strict=False):
+            assert b.start_s == a.end_s, (a, b)
+    # summary agrees with the records
+    assert summary["samples"] == sum(u.samples for u in ups)
+    assert summary["updates"] == len(ups)
+    assert summary["worker_iterations"] == sum(not r.dropped for r in its)
+    assert summary["dropped_iterations"] == sum(r.dropped for r in its)
+    # gradients and samples of each update match the records that name it
+    grads, samples = Counter(), Counter()
+    for r in its:
+        if not r.dropped:
+            grads[r.update] += 1
+            samples[r.update] += r.batch
+    from lbsim.schemes.registry import scheme_class
+
+    synchronous = scheme_class(summary["scheme"]).synchronous
+    ended_by_budget = summary["sim_time_s"] > ups[-1].time_s * (1 + 1e-11)
+    missing = []
+    for u in ups:
+        if (grads[u.update], samples[u.update]) == (u.gradients, u.samples):
+            continue
+        if u is ups[-1] and ended_by_budget:
+            assert grads[u.update] <= u.gradients, u
+        else:
+            assert not synchronous and grads[u.update] == 0 and u.gradients == 1, (u, grads[u.update], samples[u.update])
+            missing.append(u)
+    assert len(missing) <= len({r.worker for r in its}) or not its, missing
+
+
+@pytest.fixture(scope="session")
+def sim() -> SimpleNamespace:
+    return SimpleNamespace(group=group, ps=ps, ring=ring, data=data, scenario=scenario, run=run,
+                           check_invariants=check_invariants, REPO=REPO, TRACES=TRACES)
