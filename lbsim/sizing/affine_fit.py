@@ -2,10 +2,11 @@
 
 Ridge regression on the most recent ``history`` observations ``(x, t)``, each weighted by
 ``decay ** age`` so the fit follows contention, pulled towards a prior ``(a0, b0)`` (the
-catalog's ``t0`` and ``1 / samples_per_s``) with strength ``prior_weight`` observations. With
-no batch variation yet, the data only fix the level; the prior then supplies the shape and the
-fit becomes the prior curve scaled to the observed level — which is the right answer when the
-worker is uniformly slowed.
+catalog's ``t0`` and ``1 / samples_per_s``, scaled to the observed level) with a small ridge
+strength ``prior_weight`` (default 0.01, in units of observations of a normalised batch): once
+the batches vary the data decide the shape; with no batch variation yet the data only fix the
+level, the prior supplies the shape and the fit becomes the prior curve scaled to the observed
+level — the right answer when the worker is uniformly slowed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import numpy as np
 
 
 class AffineFit:
-    def __init__(self, a0: float, b0: float, *, history: int = 20, decay: float = 0.9, prior_weight: float = 1.0) -> None:
+    def __init__(self, a0: float, b0: float, *, history: int = 20, decay: float = 0.9, prior_weight: float = 0.01) -> None:
         self.a0, self.b0 = a0, b0
         self.decay = decay
         self.prior_weight = prior_weight

@@ -58,4 +58,6 @@ def make_predictor(name: str, *, ema_alpha: float, narx: NarxParams, rng: np.ran
         return EMA(ema_alpha)
     if name == "narx":
         return NarxPredictor(narx, rng)
-    return LastValue()
+    if name in ("last", "oracle"):
+        return LastValue()
+    raise ValueError(f"unknown predictor {name!r}; valid: last, ema, narx, oracle")

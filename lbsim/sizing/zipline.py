@@ -1,0 +1,175 @@
+"""ZipLine: choose ElasticBSP's next barrier from predicted iteration end times (pure Python + numpy).
+
+Source: X. Zhao, M. Papagelis, A. An, B. X. Chen, J. Liu, Y. Hu, "Elastic Bulk Synchronous Parallel
+Model for Distributed Deep Learning", ICDM 2019, pp. 1504-1509 (arXiv 2001.01347), Alg. 2 and
+Table II; and X. Zhao et al., "ZipLine: an optimized algorithm for the elastic bulk synchronous
+parallel model", Machine Learning (Springer), 2021, doi 10.1007/s10994-021-06064-w.
+See docs/schemes.md (ElasticBSP) and docs/reference/schemes-research.md §2.3-2.5.
+
+Problem
+-------
+``n`` workers; worker ``p`` pushed last at ``last_push[p]`` and its latest iteration took
+``interval[p]``, so its next ``R`` (the lookahead) iterations are predicted to end at
+``e[p][j] = last_push[p] + (j + 1) * interval[p]``, ``j = 0..R-1`` (:func:`predict_ends`; each row
+ascending). Pick one time per worker, ``Z = {e[p][j_p]}``, so that ``max(Z) - min(Z)`` -- the wait
+of the fastest worker; every other worker's wait overlaps it -- is smallest. The barrier is at
+``max(Z)``; worker ``p`` runs ``j_p + 1`` more iterations and then waits. This is the classic
+"smallest range covering one element of each of n sorted lists" problem.
+
+Algorithm (:func:`zipline`)
+---------------------------
+A min-heap with one cursor per worker. Start with every worker's first time in the heap and ``hi``
+their maximum. Repeat: the current set is the heap, its range ``[heap min, hi]``; record it if its
+range is *strictly* smaller than the best so far; pop the minimum, advance that worker's cursor and
+push its next time (raising ``hi`` if larger); stop when the popped worker has no next time (no
+later set can contain that worker any more), or as soon as a range of 0 is found. Every optimal
+window is reached: when all times below its ``min`` have been popped, each cursor sits on that
+worker's first time ``>= min``, which is ``<=`` the window's max. The pop order is the global order
+of all ``n*R`` times, so ``min`` and ``hi`` never decrease from one set to the next.
+
+Cost: ``O(n R log n)`` time (at most ``n*R`` pops/pushes on a heap of ``n``), ``O(n)`` extra space,
+plus ``O(n R)`` to convert the matrix to Python lists once (per-step numpy scalars are slow). The
+paper's ZipLine is ``O(R n^2)``; its ZipLineOpt / ZipLineOptBS are ``O(R n log n)`` like this one.
+:func:`zipline_bruteforce` enumerates all ``R**n`` choices (for tests only).
+
+Tie rule ("earliest set")
+-------------------------
+Ranges are compared as computed, ``fl(max - min)`` in float64. Among all choices whose range is the
+smallest, the chosen one is the *chronologically first*: the smallest ``max`` (the earliest
+barrier), then the smallest ``min``. (In exact arithmetic equal ranges make the two orders the
+same; comparing ``max`` first keeps the rule well defined under rounding.) All choices with that
+same window ``[min, max]`` differ only in workers with several times inside it; each such worker
+takes its earliest one, ``j_p = first j with e[p][j] >= min`` -- equivalently, the lexicographically
+smallest index tuple. In key form, the choice minimises ``(range, max, min, indices)``.
+
+The heap meets this rule because sets are visited with non-decreasing ``min`` and ``max`` and only a
+strictly better range replaces the record: the first optimal set visited is the earliest window, and
+at that moment each cursor is the first index ``>= min`` (no time equal to ``min`` has been popped yet,
+else an equal-range set with the same window would have been visited before). The indices are
+therefore rebuilt from the recorded ``min`` by bisection, and the brute force applies the key above.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+#: :func:`zipline_bruteforce` refuses inputs with more choices than this (``R**n``).
+BRUTEFORCE_MAX_CHOICES = 2_000_000
+
+
+@dataclass(frozen=True)
+class ZipLineChoice:
+    """One chosen end time per worker and the barrier they imply."""
+
+    indices: tuple[int, ...]  # chosen j per worker (0-based: the worker runs j+1 more iterations)
+    times: tuple[float, ...]  # the chosen end time per worker
+    barrier_s: float  # max(times)
+    range_s: float  # max(times) - min(times): the fastest worker's wait
+
+
+def predict_ends(last_push_s: Sequence[float], interval_s: Sequence[float], lookahead: int) -> np.ndarray:
+    """(n, R) matrix of predicted end times e[p, j] = last_push[p] + (j+1)*interval[p].
+
+    ``interval_s`` must be finite and ``>= 0`` (0 gives a constant row: every prediction equals the
+    last push), ``lookahead`` (R) an integer ``>= 1``. Rows are non-decreasing by construction.
+    """
+    if isinstance(lookahead, bool) or not isinstance(lookahead, (int, np.integer)) or lookahead < 1:
+        raise ValueError(f"lookahead must be an integer >= 1, got {lookahead!r}")
+    last = np.asarray(last_push_s, dtype=np.float64)
+    interval = np.asarray(interval_s, dtype=np.float64)
+    if last.ndim != 1 or interval.ndim != 1 or len(last) != len(interval) or len(last) == 0:
+        raise ValueError(f"last_push_s and interval_s must be non-empty 1-D sequences of equal length, "
+                         f"got shapes {last.shape} and {interval.shape}")
+    if not np.all(np.isfinite(last)) or not np.all(np.isfinite(interval)):
+        raise ValueError("last_push_s and interval_s must be finite")
+    if np.any(interval < 0):
+        raise ValueError(f"interval_s must be >= 0, got {interval.tolist()}")
+    steps = np.arange(1, int(lookahead) + 1, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ends = last[:, None] + steps[None, :] * interval[:, None]
+    if not np.all(np.isfinite(ends)):
+        raise ValueError("predicted end times overflow float64")
+    return ends
+
+
+def _validated(ends: np.ndarray) -> np.ndarray:
+    arr = np.asarray(ends)
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"ends must be a real numeric (n, R) array, got dtype {arr.dtype}")
+    arr = arr.astype(np.float64, copy=False)
+    if arr.ndim != 2:
+        raise ValueError(f"ends must be 2-D (n workers, R lookahead), got shape {arr.shape}")
+    if arr.shape[0] < 1 or arr.shape[1] < 1:
+        raise ValueError(f"ends needs n >= 1 workers and R >= 1 times each, got shape {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError("ends must be finite")
+    if arr.shape[1] > 1 and (arr[:, 1:] < arr[:, :-1]).any():
+        bad = int(np.flatnonzero((arr[:, 1:] < arr[:, :-1]).any(axis=1))[0])
+        raise ValueError(f"each row of ends must be sorted ascending; row {bad} is not: {arr[bad].tolist()}")
+    return arr
+
+
+def _choice(rows: list[list[float]], indices: list[int]) -> ZipLineChoice:
+    times = tuple(row[j] for row, j in zip(rows, indices, strict=True))
+    hi, lo = max(times), min(times)
+    return ZipLineChoice(indices=tuple(indices), times=times, barrier_s=hi, range_s=hi - lo)
+
+
+def zipline(ends: np.ndarray) -> ZipLineChoice:
+    """Heap with one cursor per worker: O(n R log n). ends: (n, R), each row sorted ascending.
+
+    Returns the choice with the smallest range, ties to the earliest set (module docstring).
+    Raises ValueError unless ``ends`` is a finite 2-D array with n >= 1, R >= 1 and sorted rows.
+    """
+    arr = _validated(ends)
+    r = arr.shape[1]
+    rows: list[list[float]] = arr.tolist()
+    last = r - 1
+    heap = [(row[0], p, 0) for p, row in enumerate(rows)]  # (time, worker, cursor j): ties pop the lower worker
+    heapq.heapify(heap)
+    hi = max(row[0] for row in rows)
+    best_lo = heap[0][0]
+    best = hi - best_lo
+    replace = heapq.heapreplace
+    while best > 0.0:  # a range of 0 cannot be beaten, and strict < keeps the first
+        lo, p, j = heap[0]
+        if hi - lo < best:
+            best = hi - lo
+            best_lo = lo
+        if j == last:  # the popped worker has no next time: no later set contains it
+            break
+        j += 1
+        v = rows[p][j]
+        if v > hi:
+            hi = v
+        replace(heap, (v, p, j))  # pop the minimum, push that worker's next time
+    # the first optimal set has each cursor on the worker's first time >= its min (module docstring)
+    return _choice(rows, [bisect_left(row, best_lo) for row in rows])
+
+
+def zipline_bruteforce(ends: np.ndarray) -> ZipLineChoice:
+    """Enumerate all R**n choices (tests only; small n, R).
+
+    Minimises the key ``(range, max, min, indices)`` -- the same tie rule as :func:`zipline`.
+    Refuses inputs with more than :data:`BRUTEFORCE_MAX_CHOICES` choices.
+    """
+    arr = _validated(ends)
+    n, r = arr.shape
+    if r**n > BRUTEFORCE_MAX_CHOICES:
+        raise ValueError(f"brute force over {r}**{n} choices is too large (limit {BRUTEFORCE_MAX_CHOICES})")
+    rows: list[list[float]] = arr.tolist()
+    best_key: tuple[float, float, float] | None = None
+    best_idx: tuple[int, ...] = ()
+    for idx in itertools.product(range(r), repeat=n):  # lexicographic order: strict < keeps the smallest
+        times = [row[j] for row, j in zip(rows, idx, strict=True)]
+        hi, lo = max(times), min(times)
+        key = (hi - lo, hi, lo)
+        if best_key is None or key < best_key:
+            best_key, best_idx = key, idx
+    return _choice(rows, list(best_idx))
