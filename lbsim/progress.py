@@ -24,7 +24,7 @@ class LazyProgress:
         self._bar: Progress | None = None
         self._task = None
 
-    def __enter__(self) -> "LazyProgress":
+    def __enter__(self) -> LazyProgress:
         self._t0 = time.monotonic()
         return self
 

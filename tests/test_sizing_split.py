@@ -25,7 +25,7 @@ def test_sum_caps_and_minimum(inp) -> None:
     total, weights, caps = inp
     x = proportional_split(total, weights, caps)
     assert sum(x) == total
-    assert all(1 <= xi <= c for xi, c in zip(x, caps))
+    assert all(1 <= xi <= c for xi, c in zip(x, caps, strict=False))
 
 
 @settings(max_examples=300, deadline=None)

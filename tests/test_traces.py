@@ -93,7 +93,7 @@ def test_example_simple():
 
 def test_simple_round_trip(tmp_path):
     want = {0: ([0.0, 5.5, 12.0], [1.0, 2.0, 1.0]), 3: ([1.0, 30.0], [0.5, 4.0])}
-    rows = [(t, w, s) for w, (ts, ss) in want.items() for t, s in zip(ts, ss)]
+    rows = [(t, w, s) for w, (ts, ss) in want.items() for t, s in zip(ts, ss, strict=False)]
     rows.reverse()  # any order is allowed
     text = " time_s , worker ,slowdown \n" + "".join(f"{t!r}, {w} ,{s!r}\n" for t, w, s in rows)
     got = load_simple(write(tmp_path, text + "\n\n"))

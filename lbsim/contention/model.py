@@ -91,7 +91,7 @@ class WorkerContention:
             t = nxt
 
 
-def build_contention(scenario: "Scenario", workers: "tuple[WorkerSpec, ...]") -> list[WorkerContention]:
+def build_contention(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:
     """One :class:`WorkerContention` per worker; reads and checks trace files."""
     from lbsim.scenario.resolve import select_workers
 

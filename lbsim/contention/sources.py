@@ -28,7 +28,7 @@ class StepSource:
     """Factor ``factors[i]`` from ``times[i]`` until ``times[i+1]``; 1.0 before ``times[0]``."""
 
     def __init__(self, times: list[float], factors: list[float]) -> None:
-        if len(times) != len(factors) or any(b <= a for a, b in zip(times, times[1:])):
+        if len(times) != len(factors) or any(b <= a for a, b in zip(times, times[1:], strict=False)):
             raise ValueError("times must be strictly increasing and match factors")
         self.times = list(times)
         self.factors = list(factors)

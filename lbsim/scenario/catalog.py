@@ -28,9 +28,10 @@ make ``performance()`` return ``None`` and must be given explicitly.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Literal, Mapping
+from typing import Literal
 
 
 @dataclass(frozen=True)

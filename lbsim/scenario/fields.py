@@ -137,7 +137,7 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         if len(deepest.path) > len(path):
             raise deepest
         if isinstance(value, (list, tuple)):  # the list alternative's own complaint (e.g. empty)
-            for alt, err in zip((a for a in args if a is not type(None)), errors):
+            for alt, err in zip((a for a in args if a is not type(None)), errors, strict=False):
                 if get_origin(alt) is tuple:
                     raise err
         raise InputError(path, f"expected {_type_name(tp)}, got {_describe(value)}")

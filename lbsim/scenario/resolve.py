@@ -39,7 +39,7 @@ class WorkerSpec:
         return self.t0_s + batch / self.samples_per_s
 
 
-def resolve_workers(scenario: "Scenario") -> tuple[WorkerSpec, ...]:
+def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     model = scenario.workload.model
     if model not in catalog.MODELS:
         raise InputError("workload.model", f"unknown model {model!r}; valid: {', '.join(catalog.model_names())}")
@@ -65,7 +65,7 @@ def resolve_workers(scenario: "Scenario") -> tuple[WorkerSpec, ...]:
     return tuple(workers)
 
 
-def gradient_bytes(scenario: "Scenario") -> int:
+def gradient_bytes(scenario: Scenario) -> int:
     w = scenario.workload
     return w.gradient_bytes if w.gradient_bytes is not None else catalog.MODELS[w.model].gradient_bytes
 
@@ -89,7 +89,7 @@ def select_workers(selector: object, workers: tuple[WorkerSpec, ...], path: str)
     return tuple(sorted(set(chosen)))
 
 
-def check_scenario(scenario: "Scenario") -> tuple[WorkerSpec, ...]:
+def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     """Cross-section checks; returns the resolved workers."""
     from lbsim.contention.model import build_contention
     from lbsim.schemes.registry import scheme_class
@@ -112,7 +112,7 @@ def check_scenario(scenario: "Scenario") -> tuple[WorkerSpec, ...]:
     return workers
 
 
-def scheme_context(scenario: "Scenario", workers: tuple[WorkerSpec, ...]):  # -> SchemeContext
+def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]):  # -> SchemeContext
     from lbsim.schemes.base import SchemeContext
 
     return SchemeContext(
@@ -125,7 +125,7 @@ def scheme_context(scenario: "Scenario", workers: tuple[WorkerSpec, ...]):  # ->
     )
 
 
-def build_scheme_for(scenario: "Scenario", workers: tuple[WorkerSpec, ...]):
+def build_scheme_for(scenario: Scenario, workers: tuple[WorkerSpec, ...]):
     from lbsim.schemes.registry import build_scheme
 
     return build_scheme(scenario.scheme, scheme_context(scenario, workers))

@@ -29,7 +29,7 @@ class BSPConfig:
 
 def check_even_split(batches: tuple[int, ...], ctx: SchemeContext, scheme: str) -> None:
     """An equal split must fit every worker's memory cap."""
-    for i, (b, cap) in enumerate(zip(batches, ctx.max_batch)):
+    for i, (b, cap) in enumerate(zip(batches, ctx.max_batch, strict=False)):
         if b > cap:
             raise InputError(
                 "workload.global_batch",

@@ -91,7 +91,7 @@ class LBBSP:
         try:
             if config.initial == "even":
                 self._batches = even_split(ctx.global_batch, n)
-                if any(b > c for b, c in zip(self._batches, ctx.max_batch)):
+                if any(b > c for b, c in zip(self._batches, ctx.max_batch, strict=False)):
                     raise InfeasibleSplit("an even split exceeds a worker's memory cap; use initial: nominal")
             else:
                 self._batches = self._equalize(self.t0, self.inv_speed)

@@ -77,4 +77,4 @@ def equalize_affine(
 
 def makespan(batches: Sequence[int], a: Sequence[float], b: Sequence[float]) -> float:
     """The largest predicted finish time ``max_i a_i + b_i x_i`` of an allocation."""
-    return float(max(ai + bi * x for x, ai, bi in zip(batches, a, b)))
+    return float(max(ai + bi * x for x, ai, bi in zip(batches, a, b, strict=False)))
