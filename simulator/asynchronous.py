@@ -31,6 +31,7 @@ class AsyncDriver:
     def _tick(self, w: int) -> None:
         """Worker w's clock advanced: release, in the order they blocked, workers the gate now admits."""
         self.clocks[w] += 1
+        self.scheme.on_push(w, self.env.now, self.clocks)
         still = []
         for v, ev in self.blocked:
             if self.scheme.may_start(v, self.clocks):

@@ -20,6 +20,10 @@ from simulator.env import SimEnv
 from simulator.sync import SyncDriver
 
 
+# Which engine loop carries out a scheme's decisions, by the scheme's ``driver`` attribute.
+DRIVERS = {"sync": SyncDriver, "async": AsyncDriver}
+
+
 @dataclass(frozen=True)
 class RunResult:
     iterations: tuple[IterationRecord, ...]
@@ -31,8 +35,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     workers = resolve_workers(scenario)
     scheme = build_scheme_for(scenario, workers)
     env = SimEnv(scenario, workers, build_contention(scenario, workers), scheme, progress)
-    driver = SyncDriver if scheme.synchronous else AsyncDriver
-    driver(env)
+    DRIVERS[scheme.driver](env)
     env.start_budget()
     env.run(until=env.finished)
     summary = summarize(

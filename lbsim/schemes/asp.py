@@ -29,6 +29,7 @@ class ASP:
 
     name: ClassVar[str]
     synchronous: ClassVar[bool] = False
+    driver: ClassVar[str] = "async"
 
     def __init__(self, config: ASPConfig, ctx: SchemeContext) -> None:
         self._batches = even_split(ctx.global_batch, ctx.workers)
@@ -36,6 +37,9 @@ class ASP:
 
     def batch(self, worker: int) -> int:
         return self._batches[worker]
+
+    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        pass
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
         return True

@@ -10,8 +10,9 @@ Two families:
 * :class:`SyncScheme` — one global update per round. The engine asks for every worker's batch at
   each barrier (:meth:`SyncScheme.next_batches`, given the round's observations) and how many
   gradients make an update (``required_gradients``; fewer than ``n`` means backup workers).
-* :class:`AsyncScheme` — workers push to a parameter server independently. Before each iteration
-  the engine asks whether a worker may start (:meth:`AsyncScheme.may_start`, given every worker's
+* :class:`AsyncScheme` — workers push to a parameter server independently. The engine tells it
+  of every applied push (:meth:`AsyncScheme.on_push`, with the server's time), asks before each
+  iteration whether a worker may start (:meth:`AsyncScheme.may_start`, given every worker's
   clock) and which batch it takes.
 """
 
@@ -71,6 +72,7 @@ class SyncScheme(Protocol):
 
     name: ClassVar[str]
     synchronous: ClassVar[bool]
+    driver: ClassVar[str]  # "sync": the engine's round/barrier loop
     required_gradients: int
 
     def initial_batches(self) -> tuple[int, ...]:
@@ -92,13 +94,22 @@ class AsyncScheme(Protocol):
 
     name: ClassVar[str]
     synchronous: ClassVar[bool]
+    driver: ClassVar[str]  # "async": the engine's parameter-server loop with a gate per iteration
 
     def batch(self, worker: int) -> int:
         """The batch worker ``worker`` takes for its next iteration."""
         ...
 
+    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        """The server applied a push of ``worker`` at ``time_s`` (``clocks`` already counts it)."""
+        ...
+
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
-        """May ``worker`` start its next iteration, given every worker's clock (pushes applied)?"""
+        """May ``worker`` start its next iteration, given every worker's clock (pushes applied)?
+
+        Asked right after the worker's own push is applied, and again for every blocked worker
+        (in the order they blocked) whenever any clock advances.
+        """
         ...
 
     def diagnostics(self) -> dict[str, object]:

@@ -44,6 +44,7 @@ class BSP:
 
     name: ClassVar[str]
     synchronous: ClassVar[bool] = True
+    driver: ClassVar[str] = "sync"
 
     def __init__(self, config: BSPConfig, ctx: SchemeContext) -> None:
         n = ctx.workers

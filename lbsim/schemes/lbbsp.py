@@ -66,6 +66,7 @@ class LBBSP:
 
     name: ClassVar[str]
     synchronous: ClassVar[bool] = True
+    driver: ClassVar[str] = "sync"
 
     def __init__(self, config: LBBSPConfig, ctx: SchemeContext) -> None:
         self.cfg = config

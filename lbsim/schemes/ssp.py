@@ -35,6 +35,7 @@ class SSP:
 
     name: ClassVar[str]
     synchronous: ClassVar[bool] = False
+    driver: ClassVar[str] = "async"
 
     def __init__(self, config: SSPConfig, ctx: SchemeContext) -> None:
         self.staleness = config.staleness
@@ -43,6 +44,9 @@ class SSP:
 
     def batch(self, worker: int) -> int:
         return self._batches[worker]
+
+    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        pass
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
         return within_bound(clocks[worker], clocks, self.staleness)

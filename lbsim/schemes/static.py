@@ -29,6 +29,7 @@ class Static:
 
     name: ClassVar[str]
     synchronous: ClassVar[bool] = True
+    driver: ClassVar[str] = "sync"
 
     def __init__(self, config: StaticConfig, ctx: SchemeContext) -> None:
         self.required_gradients = ctx.workers
