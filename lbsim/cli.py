@@ -80,7 +80,7 @@ def _run_one(scenario: Any, out: Path, label: str) -> dict[str, Any]:
     write_scenario(out, scenario)
     with LazyProgress(label) as bar:
         result = simulate(scenario, progress=bar.update)
-    write_run(out, result.iterations, result.updates, result.summary)
+    write_run(out, result.iterations, result.updates, result.summary, result.decisions)
     return result.summary
 
 

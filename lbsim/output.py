@@ -1,7 +1,8 @@
 """Writing a run's results: the output contract of product.md, every file atomic.
 
 ``DIR/scenario.resolved.yaml`` is written first (so a failed run still says what it ran), then
-``DIR/iterations.csv`` and ``DIR/updates.csv``, and ``DIR/summary.json`` last: a summary's
+``DIR/iterations.csv``, ``DIR/updates.csv`` and, for schemes that log their decisions,
+``DIR/decisions.csv`` (e.g. ElasticBSP's supersteps), and ``DIR/summary.json`` last: a summary's
 presence means the run's results are complete.
 """
 
@@ -27,7 +28,11 @@ def write_run(
     iterations: Sequence[IterationRecord],
     updates: Sequence[UpdateRecord],
     summary: dict[str, Any],
+    decisions: Sequence[dict[str, Any]] = (),
 ) -> None:
     write_csv(out / "iterations.csv", ITERATION_COLUMNS, (astuple(r) for r in iterations))
     write_csv(out / "updates.csv", UPDATE_COLUMNS, (astuple(u) for u in updates))
+    if decisions:
+        columns = list(decisions[0])
+        write_csv(out / "decisions.csv", columns, ([row.get(c) for c in columns] for row in decisions))
     write_json(out / "summary.json", summary)

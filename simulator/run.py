@@ -29,6 +29,7 @@ class RunResult:
     iterations: tuple[IterationRecord, ...]
     updates: tuple[UpdateRecord, ...]
     summary: dict[str, Any]
+    decisions: tuple[dict[str, Any], ...] = ()  # the scheme's own per-decision log (e.g. ElasticBSP supersteps)
 
 
 def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None) -> RunResult:
@@ -42,4 +43,5 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
         env.iterations, env.updates, scheme=scheme.name, seed=scenario.seed, engine="simulator",
         workers=env.n, end_s=env.now, synchronous=scheme.synchronous, extra=scheme.diagnostics(),
     )
-    return RunResult(tuple(env.iterations), tuple(env.updates), summary)
+    decisions = tuple(scheme.decision_rows()) if hasattr(scheme, "decision_rows") else ()
+    return RunResult(tuple(env.iterations), tuple(env.updates), summary, decisions)

@@ -1,0 +1,106 @@
+"""ElasticBSP with ZipLine (Zhao et al., ICDM 2019; ZipLine: Machine Learning 2021).
+
+Rule (schemes.md, schemes-research.md §2): the next barrier's time is chosen at run time and
+workers may run different numbers of iterations between barriers. After a barrier the server
+watches ``monitor_pushes`` (≥ 2) pushes per worker; then it takes each worker's latest iteration
+interval I_p (between its last two pushes) and predicts its next R end times
+``e_j = last_push_p + j I_p`` (j = 1..R, R = ``lookahead``). ZipLine
+(:func:`lbsim.sizing.zipline.zipline`) picks one predicted time per worker so that max − min —
+the fastest worker's wait — is smallest (earliest set on ties). Worker p's budget for the
+superstep is its pushes so far plus its chosen j; a worker that has used its budget waits; when
+every worker has, that is the barrier: all are released and pull the same weights. Between
+barriers pushes are applied on arrival and workers pull the latest weights (ASP-like).
+
+Decisions use predicted end times only (never the engine's future). Our choices where the paper
+is silent: the run starts as if a barrier had just passed; a worker keeps running freely during
+monitoring; the chosen barrier, budgets and the fastest worker's actual wait are recorded per
+superstep (``decisions.csv``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from lbsim.scenario.fields import param
+from lbsim.schemes.base import SchemeContext
+from lbsim.schemes.bsp import check_even_split
+from lbsim.schemes.registry import register_scheme
+from lbsim.sizing.split import even_split
+from lbsim.sizing.zipline import predict_ends, zipline
+
+
+@dataclass(frozen=True)
+class ElasticBSPConfig:
+    lookahead: int = param(15, "R: future iterations per worker ZipLine may choose from (paper: 15-240)", ge=1)
+    monitor_pushes: int = param(2, "pushes per worker watched after a barrier before predicting", ge=2)
+
+
+@register_scheme("elastic_bsp", ElasticBSPConfig)
+class ElasticBSP:
+    """ElasticBSP: ZipLine picks each superstep's barrier from predicted iteration end times."""
+
+    name: ClassVar[str]
+    synchronous: ClassVar[bool] = False
+    driver: ClassVar[str] = "async"
+
+    def __init__(self, config: ElasticBSPConfig, ctx: SchemeContext) -> None:
+        self.cfg = config
+        n = ctx.workers
+        self._batches = even_split(ctx.global_batch, n)
+        check_even_split(self._batches, ctx, self.name)
+        self.since = [0] * n  # pushes since the last barrier
+        self.last_two: list[list[float]] = [[] for _ in range(n)]
+        self.budget: list[int] | None = None  # None while monitoring
+        self.barrier_s = 0.0
+        self.plan: dict[str, Any] = {}
+        self.rows: list[dict[str, Any]] = []
+
+    def batch(self, worker: int) -> int:
+        return self._batches[worker]
+
+    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        self.since[worker] += 1
+        self.last_two[worker] = (self.last_two[worker] + [time_s])[-2:]
+        if self.budget is None and min(self.since) >= self.cfg.monitor_pushes:
+            self._decide(time_s)
+        if self.budget is not None and all(s >= b for s, b in zip(self.since, self.budget, strict=True)):
+            self._barrier(time_s)
+
+    def _decide(self, now_s: float) -> None:
+        last = [t[-1] for t in self.last_two]
+        interval = [t[-1] - t[-2] for t in self.last_two]
+        choice = zipline(predict_ends(last, interval, self.cfg.lookahead))
+        self.budget = [s + j + 1 for s, j in zip(self.since, choice.indices, strict=True)]
+        fastest = int(np.argmin(choice.times))
+        self.plan = {
+            "superstep": len(self.rows), "start_s": self.barrier_s, "decided_s": now_s,
+            "predicted_barrier_s": choice.barrier_s, "predicted_range_s": choice.range_s,
+            "budgets": " ".join(map(str, self.budget)), "fastest_worker": fastest,
+        }
+
+    def _barrier(self, now_s: float) -> None:
+        fastest = self.plan["fastest_worker"]
+        self.rows.append({**self.plan, "barrier_s": now_s, "fastest_wait_s": now_s - self.last_two[fastest][-1]})
+        self.barrier_s = now_s
+        self.since = [0] * len(self.since)
+        self.last_two = [[] for _ in self.since]
+        self.budget = None
+
+    def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        return self.budget is None or self.since[worker] < self.budget[worker]
+
+    def decision_rows(self) -> list[dict[str, Any]]:
+        return list(self.rows)
+
+    def diagnostics(self) -> dict[str, object]:
+        if not self.rows:
+            return {"supersteps": 0}
+        return {
+            "supersteps": len(self.rows),
+            "mean_predicted_range_s": float(f"{np.mean([r['predicted_range_s'] for r in self.rows]):.12g}"),
+            "mean_fastest_wait_s": float(f"{np.mean([r['fastest_wait_s'] for r in self.rows]):.12g}"),
+        }
