@@ -10,6 +10,7 @@ setup(
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
     packages=find_packages(include=["lbsim", "lbsim.*", "simulator", "simulator.*", "runtime", "runtime.*"]),
+    package_data={"lbsim.numerics": ["data/*.gz", "data/README.md"]},
     install_requires=["numpy>=1.24", "simpy>=4.1", "pyyaml>=6.0", "rich>=13.0"],
     extras_require={
         "runtime": ["torch==2.13.0", "psutil>=5.9"],

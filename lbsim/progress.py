@@ -10,7 +10,7 @@ import sys
 import time
 from types import TracebackType
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 
 class LazyProgress:
@@ -22,7 +22,7 @@ class LazyProgress:
         self.enabled = sys.stderr.isatty() if enabled is None else enabled
         self._t0 = time.monotonic()
         self._bar: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> LazyProgress:
         self._t0 = time.monotonic()

@@ -1,9 +1,10 @@
 """The asynchronous driver: workers push to a parameter server on their own (asp, ssp, ...).
 
-Each worker is a SimPy process looping over: compute on its batch; push the gradient; wait for
-the server's serial apply queue (the gradient becomes an update, with staleness = updates made
-since this worker's pull); ask the scheme's gate whether it may go on (SSP blocks a worker more
-than s clocks ahead of the slowest); pull the freshest weights; next iteration.
+Each worker is a SimPy process looping over: fetch its batch's samples when the scenario places
+the data (uniform sampling, :mod:`simulator.fetch`); compute on its batch; push the gradient;
+wait for the server's serial apply queue (the gradient becomes an update, with staleness =
+updates made since this worker's pull); ask the scheme's gate whether it may go on (SSP blocks a
+worker more than s clocks ahead of the slowest); pull the freshest weights; next iteration.
 
 The run ends when the final update is applied; iterations still in flight then are not
 recorded (they did not finish).
@@ -16,6 +17,7 @@ from typing import Any
 
 from lbsim.metrics.records import IterationRecord
 from simulator.env import SimEnv
+from simulator.fetch import Fetcher
 from simulator.network import ParameterServer
 
 
@@ -24,6 +26,7 @@ class AsyncDriver:
         self.env = env
         self.scheme = env.scheme
         self.ps = ParameterServer(env, env.scenario.network)  # type: ignore[arg-type]
+        self.fetcher = Fetcher(env, env.data) if env.data is not None else None
         self.clocks = [0] * env.n
         self.blocked: list[tuple[int, Any]] = []  # workers held at the gate, first blocked first
         self.procs = [env.process(self.worker(w)) for w in range(env.n)]
@@ -47,8 +50,12 @@ class AsyncDriver:
         while True:
             start = env.now
             batch = self.scheme.batch(w)
-            compute_end = cont.compute_end(start, spec.compute_s(batch) * cont.iteration_factor(it))
-            yield env.timeout(compute_end - start)
+            if self.fetcher is not None:
+                local = self.fetcher.layout.default_local(w, batch)
+                yield from self.fetcher.fetch(w, local, batch - local)
+            compute_start = env.now  # == start without a data section
+            compute_end = cont.compute_end(compute_start, spec.compute_s(batch) * cont.iteration_factor(it))
+            yield env.timeout(compute_end - compute_start)
             yield from self.ps.push(w)
             comm = env.now - compute_end
             yield from self.ps.apply()
@@ -68,12 +75,13 @@ class AsyncDriver:
                 yield from self.ps.pull(w)
                 comm += env.now - pull_start
             end = env.now
-            compute_s = compute_end - start
+            compute_s = compute_end - compute_start
+            fetch_s = compute_start - start
             env.record_iteration(
                 IterationRecord(
                     worker=w, iteration=it, update=update, start_s=start, compute_s=compute_s,
-                    comm_s=comm, wait_s=end - start - compute_s - comm, end_s=end, batch=batch,
-                    staleness=staleness,
+                    comm_s=comm, wait_s=end - start - compute_s - comm - fetch_s, end_s=end, batch=batch,
+                    staleness=staleness, fetch_s=fetch_s,
                 )
             )
             if final:

@@ -1,8 +1,8 @@
 """The simulation environment: one ``simpy.Environment`` carrying everything a run needs.
 
 Components (workers, the network, the drivers) receive the environment and find the resolved
-scenario, the workers' figures, their contention, the scheme and the record lists on it — no
-globals. It also owns the run's end: the update target, the time budget, and the records that
+scenario, the workers' figures, their contention, the data placement, the scheme and the record
+lists on it — no globals. It also owns the run's end: the update target, the time budget, and the records that
 are kept (only what finished before the end).
 """
 
@@ -14,7 +14,9 @@ from typing import Any
 import simpy
 
 from lbsim.contention.model import WorkerContention
+from lbsim.fetch import DataLayout
 from lbsim.metrics.records import IterationRecord, UpdateRecord
+from lbsim.scenario.data import resolve_data
 from lbsim.scenario.resolve import WorkerSpec, gradient_bytes
 from lbsim.scenario.schema import Scenario
 
@@ -34,6 +36,7 @@ class SimEnv(simpy.Environment):
         self.contention = contention
         self.scheme = scheme
         self.gradient_bytes = gradient_bytes(scenario)
+        self.data: DataLayout | None = resolve_data(scenario.data, workers)  # None: data local and free
         self.iterations: list[IterationRecord] = []
         self.updates: list[UpdateRecord] = []
         self.update_target = scenario.workload.updates

@@ -18,10 +18,11 @@ from lbsim.scenario.schema import Scenario
 from simulator.asynchronous import AsyncDriver
 from simulator.env import SimEnv
 from simulator.sync import SyncDriver
+from simulator.wbsp import WBSPDriver
 
 
 # Which engine loop carries out a scheme's decisions, by the scheme's ``driver`` attribute.
-DRIVERS = {"sync": SyncDriver, "async": AsyncDriver}
+DRIVERS = {"sync": SyncDriver, "async": AsyncDriver, "wbsp": WBSPDriver}
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The synchronous driver: rounds with a barrier and one global update each (bsp, static, ...).
 
-Each worker is a SimPy process: take the batch the scheme decided for this round, compute
-(integrating its contention exactly), then communicate:
+Each worker is a SimPy process: take the batch the scheme decided for this round, fetch its
+samples when the scenario places the data (:mod:`simulator.fetch`; which samples are local is
+the scheme's choice or uniform sampling), compute (integrating its contention exactly), then
+communicate:
 
 * ring all-reduce — arrive at the barrier; when the round's last worker arrives the ring runs
   for ``T_ring`` and the update is made at its end;
@@ -16,6 +18,7 @@ At every update the scheme is asked for the next round's batches, with the round
 
 from __future__ import annotations
 
+import math
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +29,7 @@ from lbsim.metrics.records import IterationRecord
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation
 from simulator.env import SimEnv
+from simulator.fetch import Fetcher
 from simulator.network import ParameterServer, ring_allreduce_s
 
 
@@ -37,13 +41,14 @@ class Round:
     done: simpy.Event
     pending: set[int]
     contributed: list[int] = field(default_factory=list)
-    measured: dict[int, tuple[float, float]] = field(default_factory=dict)  # worker -> (compute_s, comm_s)
+    measured: dict[int, tuple[float, float, float]] = field(default_factory=dict)  # worker -> (compute_s, comm_s, fetch_s)
     ring_start_s: float = 0.0
     update: int = -1
     samples: int = 0
     final: bool = False
     entered: set[int] = field(default_factory=set)
     recorded: int = 0
+    local: tuple[int, ...] = ()  # each worker's local samples (the rest of its batch is remote)
 
 
 class SyncDriver:
@@ -52,7 +57,9 @@ class SyncDriver:
         self.scheme = env.scheme
         net = env.scenario.network
         self.ps = ParameterServer(env, net) if isinstance(net, ParameterServerConfig) else None
+        self.fetcher = Fetcher(env, env.data) if env.data is not None else None
         self._next_batches = tuple(self.scheme.initial_batches())
+        self._next_local = self._local(self._next_batches)
         self._next_factors = self._draw_factors(0)
         self.open = self._open_round(0)
         self.active: list[Round | None] = [None] * env.n  # the round a worker is computing/pushing for
@@ -62,8 +69,13 @@ class SyncDriver:
         """Round r's compute multipliers, drawn when the round is decided (each worker's own stream)."""
         return tuple(c.iteration_factor(r) for c in self.env.contention)
 
+    def _local(self, batches: tuple[int, ...]) -> tuple[int, ...]:
+        """Each worker's local samples for ``batches`` (all of them when data are local and free)."""
+        return batches if self.fetcher is None else self.fetcher.local_samples(batches, self.scheme)
+
     def _open_round(self, r: int) -> Round:
-        return Round(r, self._next_batches, self._next_factors, self.env.event(), set(range(self.env.n)))
+        return Round(r, self._next_batches, self._next_factors, self.env.event(), set(range(self.env.n)),
+                     local=self._next_local)
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
         env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
@@ -73,23 +85,32 @@ class SyncDriver:
             rs.entered.add(w)
             batch = rs.batches[w]
             start = env.now
-            compute_end = cont.compute_end(start, spec.compute_s(batch) * rs.factors[w])
+            work_s = spec.compute_s(batch) * rs.factors[w]
+            compute_start = start  # compute starts when the batch's samples are in
+            compute_end = cont.compute_end(start, work_s) if self.fetcher is None else math.inf
             comm = 0.0
             dropped = False
             self.active[w] = rs
             try:
-                yield env.timeout(compute_end - start)
+                if self.fetcher is not None:
+                    yield from self.fetcher.fetch(w, rs.local[w], batch - rs.local[w])
+                    compute_start = env.now
+                    compute_end = cont.compute_end(compute_start, work_s)
+                yield env.timeout(compute_end - compute_start)
                 if self.ps is not None:
                     yield from self.ps.push(w)
                     comm = env.now - compute_end
                     yield from self.ps.apply()
                 self.active[w] = None
-                self._contribute(rs, w, compute_end - start, comm)
+                self._contribute(rs, w, compute_end - compute_start, comm, compute_start - start)
             except simpy.Interrupt:
                 self.active[w] = None
                 dropped = True
+                if compute_end == math.inf:  # dropped while fetching
+                    compute_start = compute_end = env.now
                 comm = max(0.0, env.now - compute_end)
-            compute_s = min(env.now, compute_end) - start
+            compute_s = min(env.now, compute_end) - compute_start
+            fetch_s = compute_start - start
             if not rs.done.triggered:  # the worker whose gradient made the update goes on first
                 yield rs.done
             if self.ps is None:
@@ -102,9 +123,9 @@ class SyncDriver:
             env.record_iteration(
                 IterationRecord(
                     worker=w, iteration=it, update=-1 if dropped else rs.update, start_s=start,
-                    compute_s=compute_s, comm_s=comm, wait_s=end - start - compute_s - comm,
+                    compute_s=compute_s, comm_s=comm, wait_s=end - start - compute_s - comm - fetch_s,
                     end_s=end, batch=batch, staleness=0, dropped=dropped,
-                    weight=0.0 if dropped else batch / rs.samples,
+                    weight=0.0 if dropped else batch / rs.samples, fetch_s=fetch_s,
                 )
             )
             if rs.final:
@@ -114,10 +135,10 @@ class SyncDriver:
                 return
             it += 1
 
-    def _contribute(self, rs: Round, w: int, compute_s: float, comm_s: float) -> None:
+    def _contribute(self, rs: Round, w: int, compute_s: float, comm_s: float, fetch_s: float) -> None:
         rs.pending.discard(w)
         rs.contributed.append(w)
-        rs.measured[w] = (compute_s, comm_s)
+        rs.measured[w] = (compute_s, comm_s, fetch_s)
         if len(rs.contributed) < self.scheme.required_gradients:
             return
         if self.ps is not None:
@@ -143,6 +164,7 @@ class SyncDriver:
         if not rs.final:
             self._next_factors = self._draw_factors(rs.index + 1)
             self._next_batches = tuple(self.scheme.next_batches(self._observe(rs)))
+            self._next_local = self._local(self._next_batches)
             self.open = self._open_round(rs.index + 1)
         rs.done.succeed()
 
@@ -150,13 +172,15 @@ class SyncDriver:
         env = self.env
         obs = []
         for w in range(env.n):
-            compute_s, comm_s = rs.measured.get(w, (float("nan"), float("nan")))
+            nan = float("nan")
+            compute_s, comm_s, fetch_s = rs.measured.get(w, (nan, nan, nan))
             cont = env.contention[w]
             obs.append(
                 WorkerObservation(
                     worker=w, batch=rs.batches[w], compute_s=compute_s, comm_s=comm_s, wait_s=0.0,
                     cpu_available=cont.cpu_available(env.now),
                     oracle_slowdown=cont.compute_factor(env.now) * self._next_factors[w],
+                    fetch_s=fetch_s, local_samples=rs.local[w], remote_samples=rs.batches[w] - rs.local[w],
                 )
             )
         return RoundObservation(rs.update, env.now, tuple(obs))

@@ -70,15 +70,15 @@ def check_invariants(result: Any, *, strict_update_times: bool = True) -> None:
     its, ups, summary = result.iterations, result.updates, result.summary
     assert ups, "a run must make at least one update"
     for r in its:
-        total = r.compute_s + r.comm_s + r.wait_s
+        total = r.compute_s + r.comm_s + r.wait_s + r.fetch_s
         assert abs(total - (r.end_s - r.start_s)) <= 1e-9, r
-        assert r.compute_s >= 0 and r.comm_s >= -1e-12 and r.wait_s >= -1e-12, r
+        assert r.compute_s >= 0 and r.comm_s >= -1e-12 and r.wait_s >= -1e-12 and r.fetch_s >= 0, r
         assert r.end_s >= r.start_s, r
         assert r.dropped == (r.update == -1), r
         if not r.dropped:
             u = ups[r.update]
-            # the gradient is applied after the worker computed it and before its iteration ended
-            assert r.start_s + r.compute_s - 1e-9 <= u.time_s <= r.end_s + 1e-9, (r, u)
+            # the gradient is applied after the worker fetched and computed it and before its iteration ended
+            assert r.start_s + r.fetch_s + r.compute_s - 1e-9 <= u.time_s <= r.end_s + 1e-9, (r, u)
     # updates: numbered in order, strictly increasing in time
     assert [u.update for u in ups] == list(range(len(ups)))
     for a, b in zip(ups, ups[1:], strict=False):
@@ -98,6 +98,8 @@ def check_invariants(result: Any, *, strict_update_times: bool = True) -> None:
     assert summary["updates"] == len(ups)
     assert summary["worker_iterations"] == sum(not r.dropped for r in its)
     assert summary["dropped_iterations"] == sum(r.dropped for r in its)
+    fractions = ("compute_fraction", "comm_fraction", "wait_fraction", "fetch_fraction")
+    assert abs(sum(summary[k] for k in fractions) - 1.0) <= 1e-9 or not its
     # gradients and samples of each update match the records that name it
     grads, samples = Counter(), Counter()
     for r in its:

@@ -144,7 +144,7 @@ def load_pai_minibatch(path: str | Path) -> np.ndarray:
     seen: dict[tuple[int, float], tuple[int, float]] = {}
     for line, cells in data:
         _check_width(path, line, cells, header)
-        worker = _number(path, line, "worker", cells[off], int)
+        worker = int(_number(path, line, "worker", cells[off], int))
         it = _number(path, line, "time", cells[off + 2])
         t = _number(path, line, "batch_time_norm", cells[off + 3])
         if t <= 0:
@@ -198,7 +198,7 @@ def load_simple(path: str | Path) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     for line, cells in data:
         _check_width(path, line, cells, header)
         t = _number(path, line, "time_s", cells[0])
-        w = _number(path, line, "worker", cells[1], int)
+        w = int(_number(path, line, "worker", cells[1], int))
         s = _number(path, line, "slowdown", cells[2])
         if t < 0:
             raise InputError(str(path), f"line {line}: time_s must be >= 0, got {cells[0]!r}")

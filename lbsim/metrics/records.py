@@ -1,9 +1,11 @@
 """The records engines emit. Metrics are observed, never computed inside the model.
 
 An :class:`IterationRecord` is one worker-iteration, from the moment the worker started it to
-the moment it could start the next (after its pull). ``compute_s + comm_s + wait_s =
-end_s - start_s``: ``comm_s`` is time moving bytes (push, pull, all-reduce, queueing at a NIC
-included), ``wait_s`` the rest (barriers, gates, the server's apply queue).
+the moment it could start the next (after its pull). ``fetch_s + compute_s + comm_s + wait_s =
+end_s - start_s``: ``fetch_s`` is reading the batch's samples (the stage before compute, from
+``start_s`` to ``start_s + fetch_s``; 0 without a ``data:`` section), ``comm_s`` is time moving
+gradient bytes (push, pull, all-reduce, queueing at a NIC included), ``wait_s`` the rest
+(barriers, gates, the server's apply queue).
 
 An :class:`UpdateRecord` is one global model update: which gradients it contains and how many
 samples. Synchronous updates are batch-weighted: ``g = sum_i (x_i / X) g_i`` where X is the
@@ -31,6 +33,7 @@ class IterationRecord:
     staleness: int
     dropped: bool = False
     weight: float = 1.0  # this gradient's share in its update: x_i / (samples in the update); 0 if dropped
+    fetch_s: float = 0.0  # reading the batch's samples before compute (0 when data are local and free)
 
     @property
     def iteration_s(self) -> float:

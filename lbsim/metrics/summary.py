@@ -6,11 +6,13 @@ Definitions:
 * ``samples`` — samples in gradients that made it into an update; throughput = samples / sim_time_s.
 * ``mean_iteration_s`` / ``p99_iteration_s`` — over worker-iterations that were not dropped,
   from start to the moment the worker could start the next.
-* ``wait_fraction`` / ``compute_fraction`` / ``comm_fraction`` — shares of total worker time.
+* ``wait_fraction`` / ``compute_fraction`` / ``comm_fraction`` / ``fetch_fraction`` — shares of
+  total worker time (fetch: reading samples before compute; 0 when data are local and free).
 * ``staleness_*`` — over gradients applied.
 * ``mean_barrier_wait_s`` (synchronous schemes) — mean over worker-iterations in an update of
-  (the update's last compute end − this worker's compute end): the compute imbalance a barrier
-  costs, which batch sizing tries to remove (communication queueing excluded).
+  (the update's last compute end − this worker's compute end; compute ends after the fetch
+  stage): the gradient-production imbalance a barrier costs, which batch sizing tries to
+  remove (communication queueing excluded).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def summarize(
     compute = sum(r.compute_s for r in iterations)
     comm = sum(r.comm_s for r in iterations)
     wait = sum(r.wait_s for r in iterations)
-    busy = compute + comm + wait
+    fetch = sum(r.fetch_s for r in iterations)
+    busy = compute + comm + wait + fetch
     stale = np.array([r.staleness for r in applied]) if applied else np.zeros(1, dtype=int)
     out: dict[str, Any] = {
         "scheme": scheme,
@@ -67,6 +70,7 @@ def summarize(
         "compute_fraction": _r(compute / busy) if busy > 0 else 0.0,
         "comm_fraction": _r(comm / busy) if busy > 0 else 0.0,
         "wait_fraction": _r(wait / busy) if busy > 0 else 0.0,
+        "fetch_fraction": _r(fetch / busy) if busy > 0 else 0.0,
         "staleness_mean": _r(float(stale.mean())),
         "staleness_max": int(stale.max()),
     }
@@ -78,14 +82,14 @@ def summarize(
 
 
 def barrier_wait(records: Sequence[IterationRecord]) -> float:
-    """Mean of (last compute end in the record's update − its own compute end)."""
+    """Mean of (last compute end in the record's update − its own compute end), fetch included."""
     last: dict[int, float] = {}
     for r in records:
-        end = r.start_s + r.compute_s
+        end = r.start_s + r.fetch_s + r.compute_s
         last[r.update] = max(last.get(r.update, end), end)
     if not records:
         return 0.0
-    return float(np.mean([last[r.update] - (r.start_s + r.compute_s) for r in records]))
+    return float(np.mean([last[r.update] - (r.start_s + r.fetch_s + r.compute_s) for r in records]))
 
 
 def speedups(summaries: Sequence[dict[str, Any]]) -> list[float]:

@@ -137,9 +137,9 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         if len(deepest.path) > len(path):
             raise deepest
         if isinstance(value, (list, tuple)):  # the list alternative's own complaint (e.g. empty)
-            for alt, err in zip((a for a in args if a is not type(None)), errors, strict=False):
+            for alt, alt_err in zip((a for a in args if a is not type(None)), errors, strict=False):
                 if get_origin(alt) is tuple:
-                    raise err
+                    raise alt_err
         raise InputError(path, f"expected {_type_name(tp)}, got {_describe(value)}")
     if origin is Literal:
         allowed = get_args(tp)

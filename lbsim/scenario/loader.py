@@ -88,13 +88,19 @@ def _absolute_traces(scenario: Scenario, base_dir: Path) -> Scenario:
     return replace(scenario, contention=items)
 
 
-_FIRST_KEYS = ("name", "description", "seed", "workload", "cluster", "network", "contention", "scheme")
+_FIRST_KEYS = ("name", "description", "seed", "workload", "cluster", "data", "network", "contention", "scheme")
 
 
 def scenario_data(scenario: Scenario) -> dict[str, Any]:
-    """The resolved scenario as plain data, sections in a readable order."""
+    """The resolved scenario as plain data, sections in a readable order.
+
+    ``data: null`` (the default: data local and free) is left out, so scenarios without a data
+    section resolve to the same text as before the section existed.
+    """
     data = to_data(scenario)
-    return {k: data[k] for k in _FIRST_KEYS if k in data}
+    if data.get("data") is None:
+        data.pop("data", None)
+    return {**{k: data[k] for k in _FIRST_KEYS if k in data}, **data}
 
 
 def dump_scenario(scenario: Scenario) -> str:

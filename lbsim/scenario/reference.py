@@ -7,6 +7,7 @@ committed page is current, so the docs cannot drift from the code.
 from __future__ import annotations
 
 from lbsim.scenario.contention import contention_configs
+from lbsim.scenario.data import DataConfig, DataPlacement, StorageNode
 from lbsim.scenario.fields import help_rows
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import Cluster, WorkerGroup, Workload, network_configs
@@ -20,6 +21,13 @@ Unknown keys are errors. Any key can be overridden on the command line with
 `--set dotted.key=value` (the value is parsed as YAML; list items by index:
 `--set cluster.groups.0.count=4`). Sections picked by `name:` are listed per variant.
 """
+
+
+DATA_INTRO = (
+    "Optional (default `null`: data are local and free, no fetch stage). Each worker reads its batch's "
+    "samples before computing: local ones from its own shard, the rest from the storage node "
+    "(cost model and sampling rules: `lbsim/fetch.py`). The local shares over all workers sum to at most 1."
+)
 
 
 _YAML_WORDS = {"None": "null", "True": "true", "False": "false", "()": "[]"}
@@ -49,6 +57,9 @@ def reference_markdown() -> str:
     lines += ["## `workload`", ""] + _table(help_rows(Workload, "workload."))
     lines += ["## `cluster`", ""] + _table(help_rows(Cluster, "cluster."))
     lines += ["### `cluster.groups[]`", ""] + _table(help_rows(WorkerGroup, "cluster.groups[]."))
+    lines += ["## `data`", "", DATA_INTRO, ""] + _table(help_rows(DataConfig, "data."))
+    lines += ["### `data.placement[]`", ""] + _table(help_rows(DataPlacement, "data.placement[]."))
+    lines += ["### `data.storage`", ""] + _table(help_rows(StorageNode, "data.storage."))
     for title, registry, prefix in (
         ("network", network_configs(), "network."),
         ("contention", contention_configs(), "contention[]."),

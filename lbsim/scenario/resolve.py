@@ -4,16 +4,18 @@
 taking each figure from the catalog unless the group overrides it inline. :func:`check_scenario`
 holds every rule that involves more than one section (a scheme that needs a parameter server, a
 global batch that cannot fit in memory, contention naming a worker that does not exist, trace
-files that cannot be read); each raises :class:`~lbsim.errors.InputError` at the key path.
+files that cannot be read, data placement that misses a worker or over-commits the dataset);
+each raises :class:`~lbsim.errors.InputError` at the key path.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from lbsim.errors import InputError
 from lbsim.scenario import catalog
+from lbsim.scenario.data import resolve_data
 from lbsim.scenario.sections import ParameterServerConfig
 
 if TYPE_CHECKING:
@@ -70,12 +72,12 @@ def gradient_bytes(scenario: Scenario) -> int:
     return w.gradient_bytes if w.gradient_bytes is not None else catalog.MODELS[w.model].gradient_bytes
 
 
-def select_workers(selector: object, workers: tuple[WorkerSpec, ...], path: str) -> tuple[int, ...]:
+def select_workers(selector: str | tuple[int | str, ...], workers: tuple[WorkerSpec, ...], path: str) -> tuple[int, ...]:
     """Worker indices named by a contention ``workers:`` value ('all', indices, instance names)."""
-    if selector == "all":
+    if isinstance(selector, str):  # the only string allowed is 'all'
         return tuple(range(len(workers)))
     chosen: list[int] = []
-    for i, item in enumerate(selector):  # type: ignore[attr-defined]
+    for i, item in enumerate(selector):
         if isinstance(item, int):
             if not 0 <= item < len(workers):
                 raise InputError(f"{path}[{i}]", f"worker {item} does not exist (workers are 0..{len(workers) - 1})")
@@ -102,12 +104,13 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
             f"{scenario.workload.global_batch} samples exceed the cluster's total memory cap {total_cap} "
             "(sum of max_batch over workers)",
         )
-    cls = scheme_class(scenario.scheme.kind)  # type: ignore[attr-defined]
+    cls: Any = scheme_class(scenario.scheme.kind)  # type: ignore[attr-defined]
     needs_ps = not cls.synchronous or getattr(scenario.scheme, "backup_workers", 0) > 0
     if needs_ps and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not cls.synchronous else "scheme.backup_workers"
         raise InputError("network.name", f"{what} needs a parameter server; valid here: parameter_server")
     build_contention(scenario, workers)  # reads and checks every trace file
+    resolve_data(scenario.data, workers)  # data placement: coverage, shares sum to <= 1
     build_scheme_for(scenario, workers)  # a scheme may reject the cluster (e.g. memory caps)
     return workers
 
@@ -122,6 +125,7 @@ def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]):  # -> S
         max_batch=tuple(w.max_batch for w in workers),
         kinds=tuple(w.kind for w in workers),
         seed=scenario.seed,
+        data=resolve_data(scenario.data, workers),
     )
 
 

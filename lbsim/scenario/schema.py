@@ -13,8 +13,9 @@ contention:
 scheme: {name: ssp, staleness: 2}
 ```
 Sections are frozen dataclasses (:mod:`lbsim.scenario.sections`,
-:mod:`lbsim.scenario.contention`, each scheme's config); ``network``, ``contention`` items and
-``scheme`` are picked by their ``name:``.
+:mod:`lbsim.scenario.contention`, :mod:`lbsim.scenario.data`, each scheme's config); ``network``,
+``contention`` items and ``scheme`` are picked by their ``name:``. The optional ``data:`` section
+places the dataset on workers and a storage node (default: data local and free).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lbsim.scenario.contention import ContentionConfig, contention_configs
+from lbsim.scenario.data import DataConfig
 from lbsim.scenario.fields import param
 from lbsim.scenario.sections import (
     Cluster,
@@ -47,6 +49,7 @@ class Scenario:
     network: NetworkConfig = param(ParameterServerConfig(), "communication model", registry=network_configs)
     contention: tuple[ContentionConfig, ...] = param((), "slowdowns injected into workers", registry=contention_configs)
     scheme: object = param(None, "synchronization scheme and its parameters (`lbsim schemes`)", registry=scheme_configs)
+    data: DataConfig | None = param(None, "where the training data lives and what fetching it costs (null: local and free)")
 
     def __post_init__(self) -> None:
         if self.scheme is None:

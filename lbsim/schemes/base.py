@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
+from lbsim.fetch import DataLayout
+
 WorkerKind = Literal["gpu", "cpu"]
 
 
@@ -35,6 +37,7 @@ class SchemeContext:
     max_batch: tuple[int, ...]
     kinds: tuple[WorkerKind, ...]
     seed: int = 0
+    data: DataLayout | None = None  # where the data lives (None: local and free); see lbsim.fetch
 
     @property
     def workers(self) -> int:
@@ -55,6 +58,9 @@ class WorkerObservation:
     # ORACLE (simulator only, for ablations): the true slowdown of the worker's next iteration,
     # i.e. its next compute time divided by the nominal t(b). None when the engine cannot know.
     oracle_slowdown: float | None = None
+    fetch_s: float = 0.0  # time reading the batch's samples before compute (0 when data are local and free)
+    local_samples: int = 0  # samples of the batch read from the worker's own shard
+    remote_samples: int = 0  # samples of the batch read from the storage node
 
 
 @dataclass(frozen=True)
@@ -85,6 +91,19 @@ class SyncScheme(Protocol):
 
     def diagnostics(self) -> dict[str, object]:
         """Scheme-specific summary fields (e.g. prediction error), added to ``summary.json``."""
+        ...
+
+
+@runtime_checkable
+class LocalityAware(Protocol):
+    """Optional for a :class:`SyncScheme`: it decides which samples of each batch are local.
+
+    Without it the engine samples uniformly from the whole dataset
+    (:meth:`lbsim.fetch.DataLayout.default_local`).
+    """
+
+    def local_samples(self) -> tuple[int, ...]:
+        """Local samples of every worker's batch, for the batches the scheme last returned."""
         ...
 
 

@@ -121,7 +121,7 @@ class LBBSP:
         a, b = self._predict_curves(observation)
         variant = self.cfg.variant
         if variant == "gpu":
-            batches = self.step_rule.observe(measured)
+            batches = self.step_rule.observe(measured.tolist())
         elif variant == "cpu":
             batches = proportional_split(self.ctx.global_batch, 1.0 / b, self.ctx.max_batch, min_batch=self.cfg.min_batch)
         else:

@@ -7,7 +7,8 @@ that is not at a bound the same finish time T (water-filling):
 ``x_i(T) = clip((T - a_i) / b_i, lo_i, hi_i)`` with T chosen so that ``sum x_i(T) = X``.
 
 Integers: start from ``floor(x_i(T))`` and hand each remaining sample to the worker whose finish
-time after taking it is smallest (greedy on the makespan, ties to the lower index) — for
+time after taking it is smallest (greedy on the makespan, ties to the smaller b, then the lower
+index) — for
 increasing ``t_i`` this minimises the integer makespan.
 """
 
@@ -64,14 +65,15 @@ def equalize_affine(
             while short < 0 and x[i] > lo[i]:
                 x[i] -= 1
                 short += 1
-    heap = [(a_[i] + b_[i] * (x[i] + 1), i) for i in range(n) if x[i] < hi[i]]
+    # ties (equal finish times after rounding) go to the worker with the smaller b, then lower index
+    heap = [(a_[i] + b_[i] * (x[i] + 1), b_[i], i) for i in range(n) if x[i] < hi[i]]
     heapq.heapify(heap)
     while short > 0:
-        _t, i = heapq.heappop(heap)
+        _t, _b, i = heapq.heappop(heap)
         x[i] += 1
         short -= 1
         if x[i] < hi[i]:
-            heapq.heappush(heap, (a_[i] + b_[i] * (x[i] + 1), i))
+            heapq.heappush(heap, (a_[i] + b_[i] * (x[i] + 1), b_[i], i))
     return tuple(int(v) for v in x)
 
 

@@ -1,0 +1,258 @@
+"""The WBSP driver: workers keep taking local steps; a round closes at the slowest's upload.
+
+The scheme (:mod:`lbsim.schemes.wbsp`) says which upload closes a round; this module enacts the
+timing on a parameter server (:class:`simulator.network.ParameterServer`: shared NIC, serial apply
+queue). Semantics ("paper-consistent", schemes-research.md §5.2):
+
+* every applied upload joins the *open* round; when the scheme says an upload closes the round
+  (its worker is the designated slowest), the server snapshots the model: the round becomes one
+  global update (``samples`` = the batches of the round's local steps, ``gradients`` = the number
+  of local steps whose deltas it holds) and every worker is flagged to pull that snapshot. Deltas
+  applied after the snapshot belong to the next round.
+* a worker learns of the flag in the server's reply to its next upload (the code's
+  ``ok_to_pull``), then pulls the newest snapshot; the model it pulled is the *base version* of
+  the steps it computes from then on.
+
+Base variant (``overlap: false``, the code's ``wk_wbsp.py``), one SimPy process per worker::
+
+    [fetch the batch] -> compute one local step (contention integrated exactly) -> push its delta -> serial apply
+    -> the scheme: does this upload close the round? -> if flagged: pull -> next step
+
+Overlap variant (``overlap: true``, the code's ``wk_pcc_v2.py``), two processes per worker:
+
+* the compute loop runs local steps back to back. At a step boundary it adopts a pulled model
+  that has arrived (steps compute on the model adopted at their start). With
+  ``overlap_pull_blocks`` (default, as the code, whose compute thread spins while ``isoktopull``
+  is set) a boundary reached after the flag came and before the pulled model is loaded waits for
+  the pull: that stall is the step's ``comm_s``. Without it compute never waits and the model is
+  adopted at the first boundary after the pull completed.
+* the communication loop, whenever it is idle and steps have finished, pushes *one* delta for
+  all of them (the code pushes ``w_local - w_last_pushed``, i.e. everything since its last push),
+  waits for the serial apply, reads the flag from the reply and pulls when flagged. Our choice
+  (bound): the code issues one push per finished step even when several have accumulated (the
+  later ones nearly empty); a simulator doing so would queue pushes without bound whenever a push
+  takes longer than a step, so we coalesce — at most one push in flight per worker, every
+  finished step carried by the next push.
+
+With a ``data:`` section every step first reads its batch's samples (uniform sampling,
+:mod:`simulator.fetch`, as the asynchronous driver; in overlap mode on the compute loop, where the
+code's compute thread loads its batch).
+
+Records: one :class:`IterationRecord` per local step, from its start to the moment its worker can
+start the next step: ``fetch_s`` (0 without ``data:``); ``compute_s``; ``comm_s`` = push + pull on the step's critical path (base)
+or the pull stall (overlap); ``wait_s`` = the server's apply queue (base; 0 in overlap);
+``update`` = the round whose global model includes the step's delta (known only when that round
+closes: records are buffered until then); ``staleness`` = that round minus the base version the
+step computed on; ``weight`` = batch / samples of the round. Steps whose round has not closed when
+the run ends are not recorded (their deltas are in no global update). When the final update is
+made, its steps still pulling (or stalled on a pull) are cut at that instant.
+
+Note: a step's round usually closes *after* the step ended (a fast worker's early steps), so the
+record-level invariant "update time <= iteration end" of the PS drivers does not hold here; the
+update time is always after the step's compute ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import simpy
+
+from lbsim.metrics.records import IterationRecord
+from lbsim.schemes.base import WorkerObservation
+from simulator.env import SimEnv
+from simulator.fetch import Fetcher
+from simulator.network import ParameterServer
+
+
+@dataclass
+class Step:
+    """One local step, until its record can be written (it ended and its round closed)."""
+
+    worker: int
+    iteration: int
+    start_s: float
+    compute_start_s: float  # start_s + the fetch stage
+    compute_end_s: float
+    batch: int
+    base_version: int
+    comm_s: float = 0.0
+    wait_s: float = 0.0
+    busy_since: float | None = None  # start of a pull / pull stall in progress (to cut at the end)
+    end_s: float | None = None
+    update: int = -1
+    samples: int = 0
+
+
+@dataclass
+class Overlap:
+    """One worker's state shared by its compute and communication loops (overlap variant)."""
+
+    unpushed: list[Step] = field(default_factory=list)
+    wake: simpy.Event | None = None  # the idle communication loop waits on it
+    pulling: bool = False  # flag received, pulled model not loaded yet
+    pulled: simpy.Event | None = None  # succeeds when the pull in flight completes
+    ready_version: int | None = None  # a pulled snapshot waiting for the next step boundary
+
+
+class WBSPDriver:
+    def __init__(self, env: SimEnv) -> None:
+        self.env = env
+        self.scheme = env.scheme
+        self.ps = ParameterServer(env, env.scenario.network)  # type: ignore[arg-type]
+        self.open_steps: list[Step] = []  # steps whose deltas are applied in the open round
+        self.flagged = [False] * env.n  # the next upload reply tells the worker to pull
+        self.blocking = bool(getattr(self.scheme.cfg, "overlap_pull_blocks", True))
+        self.fetcher = Fetcher(env, env.data) if env.data is not None else None  # None: data local and free
+        if self.scheme.overlap:
+            self.state = [Overlap() for _ in range(env.n)]
+            self.procs = [env.process(self._compute_loop(w)) for w in range(env.n)]
+            self.procs += [env.process(self._comm_loop(w)) for w in range(env.n)]
+        else:
+            self.procs = [env.process(self._worker(w)) for w in range(env.n)]
+
+    # -- rounds and records ---------------------------------------------------------------------
+    def _applied(self, w: int, steps: list[Step]) -> None:
+        """Worker w's upload carrying ``steps`` was applied: it joins the open round, maybe closes it."""
+        self.open_steps.extend(steps)
+        if self.scheme.on_upload(w, len(steps), self.env.now):
+            self._close_round()
+
+    def _close_round(self) -> None:
+        env = self.env
+        steps, self.open_steps = self.open_steps, []
+        samples = sum(s.batch for s in steps)
+        update = env.record_update(samples, len(steps))
+        for s in steps:
+            s.update, s.samples = update, samples
+        self.flagged = [True] * env.n
+        final = not env.may_update()
+        for s in steps:
+            if s.end_s is None and final:  # still pulling (or stalled on a pull): cut here
+                if s.busy_since is not None:
+                    s.comm_s += env.now - s.busy_since
+                    s.busy_since = None
+                s.end_s = env.now
+            self._emit(s)
+        if final:
+            env.finish()
+
+    def _emit(self, s: Step) -> None:
+        if s.end_s is None or s.update < 0:
+            return
+        compute_s = s.compute_end_s - s.compute_start_s
+        fetch_s = s.compute_start_s - s.start_s
+        self.env.record_iteration(
+            IterationRecord(
+                worker=s.worker, iteration=s.iteration, update=s.update, start_s=s.start_s, compute_s=compute_s,
+                comm_s=s.end_s - s.start_s - fetch_s - compute_s - s.wait_s, wait_s=s.wait_s, end_s=s.end_s,
+                batch=s.batch, staleness=s.update - s.base_version, weight=s.batch / s.samples, fetch_s=fetch_s,
+            )
+        )
+
+    def _end_step(self, s: Step) -> None:
+        env = self.env
+        s.end_s = env.now
+        self.scheme.observe(
+            WorkerObservation(
+                worker=s.worker, batch=s.batch, compute_s=s.compute_end_s - s.compute_start_s, comm_s=s.comm_s,
+                wait_s=s.wait_s, cpu_available=env.contention[s.worker].cpu_available(env.now),
+                fetch_s=s.compute_start_s - s.start_s,
+            )
+        )
+        self._emit(s)
+
+    def _compute(self, w: int, it: int, base_version: int) -> Generator[Any, Any, Step]:
+        env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
+        start = env.now
+        batch = self.scheme.batch(w)
+        if self.fetcher is not None:
+            local = self.fetcher.layout.default_local(w, batch)
+            yield from self.fetcher.fetch(w, local, batch - local)
+        compute_start = env.now
+        compute_end = cont.compute_end(compute_start, spec.compute_s(batch) * cont.iteration_factor(it))
+        yield env.timeout(compute_end - compute_start)
+        return Step(w, it, start, compute_start, compute_end, batch, base_version)
+
+    # -- base variant ---------------------------------------------------------------------------
+    def _worker(self, w: int) -> Generator[Any, Any, None]:
+        env = self.env
+        base_version = 0
+        it = 0
+        while True:
+            s = yield from self._compute(w, it, base_version)
+            yield from self.ps.push(w)
+            pushed = env.now
+            yield from self.ps.apply()
+            if not env.may_update():
+                return
+            s.comm_s, s.wait_s = pushed - s.compute_end_s, env.now - pushed
+            self._applied(w, [s])
+            if env.stopped:
+                return
+            if self.flagged[w]:
+                self.flagged[w] = False
+                version = env.version
+                s.busy_since = env.now
+                yield from self.ps.pull(w)
+                if env.stopped:
+                    return
+                s.comm_s += env.now - s.busy_since
+                s.busy_since = None
+                base_version = version
+            self._end_step(s)
+            it += 1
+
+    # -- overlap variant (PCC) ------------------------------------------------------------------
+    def _compute_loop(self, w: int) -> Generator[Any, Any, None]:
+        env, st = self.env, self.state[w]
+        base_version = 0
+        it = 0
+        while True:
+            s = yield from self._compute(w, it, base_version)
+            if env.stopped:
+                return
+            st.unpushed.append(s)
+            if st.wake is not None:
+                st.wake.succeed()
+                st.wake = None
+            if self.blocking and st.pulling:
+                assert st.pulled is not None
+                s.busy_since = env.now
+                yield st.pulled
+                if env.stopped:
+                    return
+                s.comm_s = env.now - s.busy_since
+                s.busy_since = None
+            if st.ready_version is not None:
+                base_version, st.ready_version = st.ready_version, None
+            self._end_step(s)
+            it += 1
+
+    def _comm_loop(self, w: int) -> Generator[Any, Any, None]:
+        env, st = self.env, self.state[w]
+        while True:
+            if not st.unpushed:
+                st.wake = env.event()
+                yield st.wake
+                if env.stopped:
+                    return
+            steps, st.unpushed = st.unpushed, []
+            yield from self.ps.push(w)
+            yield from self.ps.apply()
+            if not env.may_update():
+                return
+            self._applied(w, steps)
+            if env.stopped:
+                return
+            if self.flagged[w]:
+                self.flagged[w] = False
+                st.pulling, st.pulled = True, env.event()
+                version = env.version
+                yield from self.ps.pull(w)
+                if env.stopped:
+                    return
+                st.pulling, st.ready_version = False, version
+                st.pulled.succeed()
