@@ -16,7 +16,8 @@ setup(
         "runtime": ["torch==2.13.0", "psutil>=5.9"],
         "plot": ["matplotlib>=3.7"],
         "cluster": ["dask[distributed]>=2024.1"],
-        "dev": ["pytest>=8", "pytest-benchmark>=4", "hypothesis>=6.100", "ruff>=0.5", "mypy>=1.10", "types-PyYAML"],
+        "dev": ["pytest>=8", "pytest-benchmark>=4", "hypothesis>=6.100", "ruff>=0.5", "mypy>=1.10", "types-PyYAML",
+                "matplotlib>=3.7", "dask[distributed]>=2024.1"],  # = the plot and cluster extras, for their tests
     },
     entry_points={"console_scripts": ["lbsim=lbsim.cli:main"]},
 )

@@ -1,4 +1,4 @@
-"""The ``lbsim`` command line: run | compare | schemes | catalog.
+"""The ``lbsim`` command line: run | compare | sweep | plot | train | profile | validate | schemes | catalog.
 
 Exit codes (product.md): 0 success, 2 invalid input (one line naming the key path, no
 traceback, nothing written), 1 anything else. Engines are imported inside the commands that
@@ -39,8 +39,8 @@ def _table(rows: Sequence[dict[str, Any]], title: str, extra: Sequence[tuple[str
     for i, (_key, label, _fmt) in enumerate(cols):
         table.add_column(label, justify="left" if i == 0 else "right")
     for row in rows:
-        table.add_row(*(fmt.format(row[key]) for key, _label, fmt in cols))
-    Console(width=max(130, Console().width)).print(table)
+        table.add_row(*("—" if row.get(key) is None else fmt.format(row[key]) for key, _label, fmt in cols))
+    Console(width=max(160 if extra[1:] else 130, Console().width)).print(table)
 
 
 def _default_out(file: str, leaf: str) -> Path:
@@ -72,7 +72,7 @@ def _check_scheme_names(option: str, names: Sequence[str]) -> None:
             raise InputError(option, f"unknown scheme {name!r}{hint}; valid: {', '.join(valid)}")
 
 
-def _run_one(scenario: Any, out: Path, label: str) -> dict[str, Any]:
+def _run_one(scenario: Any, out: Path, label: str, *, trace: bool = False) -> dict[str, Any]:
     from lbsim.output import write_run, write_scenario
     from lbsim.progress import LazyProgress
     from simulator.run import simulate
@@ -80,8 +80,22 @@ def _run_one(scenario: Any, out: Path, label: str) -> dict[str, Any]:
     write_scenario(out, scenario)
     with LazyProgress(label) as bar:
         result = simulate(scenario, progress=bar.update)
-    write_run(out, result.iterations, result.updates, result.summary, result.decisions)
+    write_run(out, result.iterations, result.updates, result.summary, result.decisions, result.numerics)
+    if trace:
+        _write_trace(out, scenario, result)
     return result.summary
+
+
+def _write_trace(out: Path, scenario: Any, result: Any) -> None:
+    """``out/trace.json``: the worker timelines in Chrome trace-event format (Perfetto)."""
+    from lbsim.metrics.trace import chrome_trace, trace_text
+    from lbsim.metrics.writers import atomic_write_text
+    from lbsim.scenario.resolve import resolve_workers
+
+    names = [f"w{w.index} {w.instance}" for w in resolve_workers(scenario)]
+    meta = {k: result.summary.get(k) for k in ("scheme", "seed", "engine", "workers")}
+    trace = chrome_trace(result.iterations, result.updates, worker_names=names, metadata={"scenario": scenario.name, **meta})
+    atomic_write_text(out / "trace.json", trace_text(trace))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -92,7 +106,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set, scheme=args.scheme)
     name = scenario.scheme.kind  # type: ignore[attr-defined]
     out = _out_dir(args, name)
-    summary = _run_one(scenario, out, name)
+    if args.plots:
+        from lbsim.plots.style import matplotlib_figure_class
+
+        matplotlib_figure_class()  # missing matplotlib is reported before anything runs
+    summary = _run_one(scenario, out, name, trace=args.trace)
+    if args.plots:
+        from lbsim.plots import plot_dir
+
+        plot_dir(out)
     if not args.quiet:
         _table([summary], f"{scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
         print(f"results in {out}/")
@@ -100,7 +122,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lbsim.metrics.summary import speedups
+    from lbsim.metrics.summary import speedups, time_to_target_speedups
     from lbsim.metrics.writers import atomic_write_text, csv_text
     from lbsim.scenario.loader import load_scenario
 
@@ -125,12 +147,71 @@ def cmd_compare(args: argparse.Namespace) -> int:
     summaries = [_run_one(sc, out / n, n) for sc, n in zip(scenarios, names, strict=True)]
     for s, speedup in zip(summaries, speedups(summaries), strict=True):
         s["speedup_vs_first"] = speedup
-    columns = list(summaries[0])
+    extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),)
+    if "time_to_target_s" in summaries[0]:  # numerics mode: which scheme reaches the target accuracy first
+        for s, speedup in zip(summaries, time_to_target_speedups(summaries), strict=True):
+            s["speedup_time_to_target_vs_first"] = speedup
+        extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
+                  ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
+    columns = list(dict.fromkeys(k for s in summaries for k in s))  # every scheme's fields, first seen first
     atomic_write_text(out / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
     if not args.quiet:
         _table(summaries, f"{scenarios[0].name or args.scenario} — same scenario and seed {summaries[0]['seed']}",
-               extra=(("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),))
+               extra=extra)
         print(f"results in {out}/compare.csv")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from lbsim.sweep.backends import DaskPool, LocalPool
+    from lbsim.sweep.expand import load_sweep
+    from lbsim.sweep.progress import SweepProgress
+    from lbsim.sweep.runner import run_sweep
+    from simulator.run import simulate
+
+    if args.jobs is not None and args.jobs < 1:
+        raise InputError("-j", f"expected a number of worker processes >= 1, got {args.jobs}")
+    if args.jobs is not None and args.scheduler:
+        raise InputError("-j", "with --scheduler the Dask cluster's workers run the sweep; drop -j")
+    sweep = load_sweep(args.sweep, args.set)  # every point is loaded and checked before anything runs
+    out = Path(args.out) if args.out else Path("runs") / Path(args.sweep).name.split(".")[0]
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise InputError("--out", f"{p} exists and is not a directory; give a directory path")
+            break
+    if args.plots:
+        from lbsim.plots.style import matplotlib_figure_class
+
+        matplotlib_figure_class()
+    backend = DaskPool.connect(args.scheduler) if args.scheduler else LocalPool(args.jobs)
+    try:
+        with SweepProgress(sweep.name, enabled=False if args.quiet else None) as bar:
+            report = run_sweep(sweep, out, engine=simulate, backend=backend, on_progress=bar.update)
+    finally:
+        if isinstance(backend, DaskPool):
+            backend.client.close()
+    for run, error in report.failed:
+        print(f"lbsim: run {run} failed: {error}", file=sys.stderr)
+    if not args.quiet:
+        print(f"{report.points} points, {report.runs} runs: {report.skipped} already done, {report.ran} run now, "
+              f"{len(report.failed)} failed; results in {out}/results.csv")
+    if args.plots and not report.failed:
+        from lbsim.plots import plot_dir
+
+        paths = plot_dir(out)
+        if not args.quiet:
+            print(f"{len(paths) // 2} figures in {out}/plots/")
+    return 1 if report.failed else 0
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from lbsim.plots import PLOTS, plot_dir
+
+    paths = plot_dir(args.dir, out=args.out, timeline_s=args.timeline_s, x=args.x)
+    if not args.quiet:
+        names = sorted({p.stem for p in paths})
+        print(f"{len(names)} figures (PNG and SVG) in {args.out or Path(args.dir) / PLOTS}/: {', '.join(names)}")
     return 0
 
 
@@ -164,6 +245,43 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runtime(command: str, args: argparse.Namespace) -> int:
+    """``train`` / ``profile`` / ``validate``: the torch.distributed runtime (imported only here)."""
+    try:
+        from runtime import commands
+    except ModuleNotFoundError as err:  # the runtime extra is not installed
+        print(f"lbsim: the runtime needs the runtime extra ({err}): python3 -m pip install -e \".[runtime]\"", file=sys.stderr)
+        return 1
+    if command == "train":
+        if args.scheme is not None:
+            _check_scheme_names("--scheme", [args.scheme])
+        from lbsim.scenario.loader import load_scenario
+
+        name = load_scenario(args.scenario, args.set, scheme=args.scheme).scheme.kind  # type: ignore[attr-defined]
+        return commands.handle(commands.train, args, _out_dir(args, f"runtime/{name}"), _table)
+    if command == "profile":
+        return commands.handle(commands.profile, args, _out_dir(args, "profile"))
+    if args.schemes is not None:
+        _check_scheme_names("--schemes", [s.strip() for s in args.schemes.split(",") if s.strip()])
+
+    def simulate_to(scenario: Any, out: Path, label: str) -> dict[str, Any]:
+        return _run_one(scenario, out, f"simulate {label}")  # imports simulator.run inside
+
+    return commands.handle(commands.validate, args, _out_dir(args, "validate"), simulate_to)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    return _runtime("train", args)
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    return _runtime("profile", args)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    return _runtime("validate", args)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with product.md's error style: one line on stderr, exit code 2, no usage dump."""
 
@@ -189,12 +307,62 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="simulate one scenario under one scheme")
     scenario_args(run)
     run.add_argument("--scheme", help="scheme name, replacing the file's (see `lbsim schemes`)")
+    run.add_argument("--trace", action="store_true", help="also write trace.json (worker timelines for Perfetto / chrome://tracing)")
+    run.add_argument("--plots", action="store_true", help="also write the run's figures (PNG, SVG) into DIR/plots/")
     run.set_defaults(func=cmd_run)
 
     cmp_ = sub.add_parser("compare", help="the same scenario and seed under several schemes")
     scenario_args(cmp_)
     cmp_.add_argument("--schemes", required=True, help="comma-separated scheme names, the first is the baseline")
     cmp_.set_defaults(func=cmd_compare)
+
+    swp = sub.add_parser("sweep", help="run a sweep: a base scenario x factors x seeds, in parallel, resumable")
+    swp.add_argument("sweep", help="sweep YAML file (base scenario, factors, repetitions)")
+    swp.add_argument("-j", "--jobs", type=int, help="local worker processes (default: the number of CPUs)")
+    swp.add_argument("--scheduler", metavar="ADDRESS", help="run on a Dask cluster, e.g. tcp://host:8786 (extra: cluster)")
+    swp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a base-scenario key in every point, e.g. --set workload.time_budget_s=60 (repeatable)")
+    swp.add_argument("--out", help="output directory (default: runs/<sweep file name>)")
+    swp.add_argument("--plots", action="store_true", help="also write the sweep's figures into DIR/plots/ at the end")
+    swp.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
+    swp.set_defaults(func=cmd_sweep)
+
+    plot = sub.add_parser("plot", help="figures (PNG, SVG) from a sweep or run output folder")
+    plot.add_argument("dir", help="a sweep output (results.csv, runs/) or a run output (summary.json, iterations.csv)")
+    plot.add_argument("--out", help="where to write the figures (default: DIR/plots)")
+    plot.add_argument("--timeline-s", type=float, default=20.0, help="simulated seconds shown in timelines (default 20)")
+    plot.add_argument("--x", help="sweep factor for the x axis of the speedup and CDF figures (default: the slowdown factor)")
+    plot.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    plot.set_defaults(func=cmd_plot)
+
+    def runtime_args(sp: argparse.ArgumentParser) -> None:
+        scenario_args(sp)
+        sp.add_argument("--nproc", type=int, help="processes, one per worker (default: the scenario's worker count)")
+        sp.add_argument("--backend", choices=("gloo", "nccl"), help="torch.distributed backend (default gloo; nccl: one GPU per rank)")
+        sp.add_argument("--contention", choices=("emulated", "real"),
+                        help="emulated (default): stretch each step by the scenario's slowdown; real: a co-located CPU burner")
+        sp.add_argument("--threads", type=int, help="torch threads per rank (default 1)")
+        sp.add_argument("--affinity", choices=("auto", "none", "core"),
+                        help="pin each rank to its own core(s): core; auto (default) pins only with --contention real")
+        sp.add_argument("--model", help="softmax or mlp (default: the numerics defaults)")
+        sp.add_argument("--hidden", type=int, help="MLP hidden units")
+        sp.add_argument("--lr", type=float, help="SGD learning rate")
+        sp.add_argument("--dtype", choices=("float32", "float64"), help="parameter and gradient dtype (default float32)")
+        sp.add_argument("--timeout-s", type=float, dest="timeout_s", help="collective timeout: a crashed or hung rank ends the run (default 60)")
+
+    trn = sub.add_parser("train", help="run a scenario on the real torch.distributed runtime (one process per worker)")
+    runtime_args(trn)
+    trn.add_argument("--scheme", help="scheme name, replacing the file's (runtime: bsp, static, lbbsp)")
+    trn.set_defaults(func=cmd_train)
+
+    prf = sub.add_parser("profile", help="measure this machine's per-worker t(b) and all-reduce cost as scenario overrides")
+    runtime_args(prf)
+    prf.set_defaults(func=cmd_profile)
+
+    val = sub.add_parser("validate", help="profile, run the runtime and the calibrated simulator, report their errors")
+    runtime_args(val)
+    val.add_argument("--schemes", help="comma-separated schemes to compare (default: bsp,lbbsp)")
+    val.set_defaults(func=cmd_validate)
 
     sub.add_parser("schemes", help="list the registered schemes and their parameters").set_defaults(func=cmd_schemes)
     cat = sub.add_parser("catalog", help="list instance types and model profiles with their sources")

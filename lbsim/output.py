@@ -2,7 +2,8 @@
 
 ``DIR/scenario.resolved.yaml`` is written first (so a failed run still says what it ran), then
 ``DIR/iterations.csv``, ``DIR/updates.csv`` and, for schemes that log their decisions,
-``DIR/decisions.csv`` (e.g. ElasticBSP's supersteps), and ``DIR/summary.json`` last: a summary's
+``DIR/decisions.csv`` (e.g. ElasticBSP's supersteps), in numerics mode ``DIR/numerics.csv``
+(held-out loss and accuracy against update count and simulated time), and ``DIR/summary.json`` last: a summary's
 presence means the run's results are complete.
 """
 
@@ -29,10 +30,12 @@ def write_run(
     updates: Sequence[UpdateRecord],
     summary: dict[str, Any],
     decisions: Sequence[dict[str, Any]] = (),
+    numerics: Sequence[dict[str, float]] = (),
 ) -> None:
     write_csv(out / "iterations.csv", ITERATION_COLUMNS, (astuple(r) for r in iterations))
     write_csv(out / "updates.csv", UPDATE_COLUMNS, (astuple(u) for u in updates))
-    if decisions:
-        columns = list(decisions[0])
-        write_csv(out / "decisions.csv", columns, ([row.get(c) for c in columns] for row in decisions))
+    for name, rows in (("decisions.csv", decisions), ("numerics.csv", numerics)):
+        if rows:
+            columns = list(rows[0])
+            write_csv(out / name, columns, ([row.get(c) for c in columns] for row in rows))
     write_json(out / "summary.json", summary)

@@ -45,13 +45,16 @@ class AsyncDriver:
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
         env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
+        numerics = env.numerics
         pulled_version = 0
+        read = numerics.weights() if numerics is not None else None  # the weights this worker computes on
         it = 0
         while True:
             start = env.now
             batch = self.scheme.batch(w)
+            local = batch if self.fetcher is None else self.fetcher.layout.default_local(w, batch)
+            samples = numerics.draw(w, batch, local) if numerics is not None else None
             if self.fetcher is not None:
-                local = self.fetcher.layout.default_local(w, batch)
                 yield from self.fetcher.fetch(w, local, batch - local)
             compute_start = env.now  # == start without a data section
             compute_end = cont.compute_end(compute_start, spec.compute_s(batch) * cont.iteration_factor(it))
@@ -63,6 +66,8 @@ class AsyncDriver:
                 return
             staleness = env.version - pulled_version
             update = env.record_update(batch, 1)
+            if numerics is not None:
+                numerics.push(w, read, samples, env.now)
             self._tick(w)
             final = not env.may_update()
             if not final:
@@ -72,6 +77,8 @@ class AsyncDriver:
                     yield gate
                 pull_start = env.now
                 pulled_version = env.version
+                if numerics is not None:
+                    read = numerics.weights()
                 yield from self.ps.pull(w)
                 comm += env.now - pull_start
             end = env.now

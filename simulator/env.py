@@ -15,7 +15,8 @@ import simpy
 
 from lbsim.contention.model import WorkerContention
 from lbsim.fetch import DataLayout
-from lbsim.metrics.records import IterationRecord, UpdateRecord
+from lbsim.metrics.records import IterationLog, IterationRecord, UpdateRecord
+from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.resolve import WorkerSpec, gradient_bytes
 from lbsim.scenario.schema import Scenario
@@ -37,7 +38,8 @@ class SimEnv(simpy.Environment):
         self.scheme = scheme
         self.gradient_bytes = gradient_bytes(scenario)
         self.data: DataLayout | None = resolve_data(scenario.data, workers)  # None: data local and free
-        self.iterations: list[IterationRecord] = []
+        self.numerics: Trainer | None = None  # set by simulate() when numerics are enabled
+        self.iterations = IterationLog()  # compact columns (lbsim.metrics.records); .table() at the end
         self.updates: list[UpdateRecord] = []
         self.update_target = scenario.workload.updates
         self.budget_s = scenario.workload.time_budget_s

@@ -6,17 +6,19 @@ the summary; writing files is the caller's job (:mod:`lbsim.output`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lbsim.contention.model import build_contention
 from lbsim.metrics.records import IterationRecord, UpdateRecord
 from lbsim.metrics.summary import summarize
-from lbsim.scenario.resolve import build_scheme_for, resolve_workers
+from lbsim.numerics.trainer import Trainer
+from lbsim.scenario.resolve import build_scheme_for, resolve_workers, select_workers
 from lbsim.scenario.schema import Scenario
 from simulator.asynchronous import AsyncDriver
 from simulator.env import SimEnv
+from simulator.fast_sync import FastSync, ineligible
 from simulator.sync import SyncDriver
 from simulator.wbsp import WBSPDriver
 
@@ -27,22 +29,48 @@ DRIVERS = {"sync": SyncDriver, "async": AsyncDriver, "wbsp": WBSPDriver}
 
 @dataclass(frozen=True)
 class RunResult:
-    iterations: tuple[IterationRecord, ...]
+    iterations: Sequence[IterationRecord]  # an IterationTable: numpy columns, read as IterationRecord objects
     updates: tuple[UpdateRecord, ...]
     summary: dict[str, Any]
     decisions: tuple[dict[str, Any], ...] = ()  # the scheme's own per-decision log (e.g. ElasticBSP supersteps)
+    numerics: tuple[dict[str, float], ...] = ()  # the learning curve (update, time_s, loss, accuracy) in numerics mode
 
 
-def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None) -> RunResult:
+def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, *, fast: bool = True) -> RunResult:
+    """Run ``scenario``; ``fast=False`` forces the event path where the fast path would apply.
+
+    Synchronous scenarios that qualify (ring all-reduce, no backup workers, no data section:
+    :func:`simulator.fast_sync.ineligible`) take the fast path, which produces the same records.
+    """
     workers = resolve_workers(scenario)
     scheme = build_scheme_for(scenario, workers)
     env = SimEnv(scenario, workers, build_contention(scenario, workers), scheme, progress)
-    DRIVERS[scheme.driver](env)
-    env.start_budget()
-    env.run(until=env.finished)
+    if scenario.numerics.enabled:
+        env.numerics = build_trainer(scenario, workers, scheme, env)
+    if fast and ineligible(env) is None:
+        FastSync(env).run()
+    else:
+        DRIVERS[scheme.driver](env)
+        env.start_budget()
+        env.run(until=env.finished)
+    extra = dict(scheme.diagnostics())
+    curve: tuple[dict[str, float], ...] = ()
+    if env.numerics is not None:
+        extra.update(env.numerics.finish(env.now))
+        curve = tuple(env.numerics.curve())
+    iterations = env.iterations.table()
     summary = summarize(
-        env.iterations, env.updates, scheme=scheme.name, seed=scenario.seed, engine="simulator",
-        workers=env.n, end_s=env.now, synchronous=scheme.synchronous, extra=scheme.diagnostics(),
+        iterations, env.updates, scheme=scheme.name, seed=scenario.seed, engine="simulator",
+        workers=env.n, end_s=env.now, synchronous=scheme.synchronous, extra=extra,
     )
     decisions = tuple(scheme.decision_rows()) if hasattr(scheme, "decision_rows") else ()
-    return RunResult(tuple(env.iterations), tuple(env.updates), summary, decisions)
+    return RunResult(iterations, tuple(env.updates), summary, decisions, curve)
+
+
+def build_trainer(scenario: Scenario, workers: Any, scheme: Any, env: SimEnv) -> Trainer:
+    """The run's real model: the scheme's aggregation rule, Byzantine workers, data shards."""
+    cfg = scenario.numerics
+    byz = select_workers(cfg.byzantine.workers, workers, "numerics.byzantine.workers") if cfg.byzantine else ()
+    fractions = [w.local_fraction for w in env.data.workers] if env.data is not None else None
+    return Trainer(cfg, seed=scenario.seed, workers=len(workers), byzantine=byz,
+                   aggregation=getattr(scheme, "aggregation_rule", ("mean", 0)), local_fractions=fractions)

@@ -157,6 +157,8 @@ class SyncDriver:
             return
         rs.samples = sum(rs.batches[w] for w in rs.contributed)
         rs.update = env.record_update(rs.samples, len(rs.contributed))
+        if env.numerics is not None:
+            env.numerics.sync_update([(w, rs.batches[w], rs.local[w]) for w in rs.contributed], env.now)
         rs.final = not env.may_update()
         for w in sorted(rs.pending):
             if self.active[w] is rs and self.procs[w].is_alive:

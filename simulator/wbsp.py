@@ -84,6 +84,7 @@ class Step:
     end_s: float | None = None
     update: int = -1
     samples: int = 0
+    delta: Any = None  # numerics: the change this step made to its worker's model
 
 
 @dataclass
@@ -106,6 +107,11 @@ class WBSPDriver:
         self.flagged = [False] * env.n  # the next upload reply tells the worker to pull
         self.blocking = bool(getattr(self.scheme.cfg, "overlap_pull_blocks", True))
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None  # None: data local and free
+        # numerics: each worker's own model copy and the global snapshot of every closed round
+        self.numerics = env.numerics
+        if self.numerics is not None:
+            self.local = [self.numerics.weights()] * env.n
+            self.snapshots = {0: self.numerics.weights()}
         if self.scheme.overlap:
             self.state = [Overlap() for _ in range(env.n)]
             self.procs = [env.process(self._compute_loop(w)) for w in range(env.n)]
@@ -117,6 +123,9 @@ class WBSPDriver:
     def _applied(self, w: int, steps: list[Step]) -> None:
         """Worker w's upload carrying ``steps`` was applied: it joins the open round, maybe closes it."""
         self.open_steps.extend(steps)
+        if self.numerics is not None:  # the server adds the upload's delta / n (the official code)
+            delta = steps[0].delta if len(steps) == 1 else sum(s.delta for s in steps)
+            self.numerics.add_delta(w, delta, 1.0 / self.env.n)
         if self.scheme.on_upload(w, len(steps), self.env.now):
             self._close_round()
 
@@ -125,6 +134,9 @@ class WBSPDriver:
         steps, self.open_steps = self.open_steps, []
         samples = sum(s.batch for s in steps)
         update = env.record_update(samples, len(steps))
+        if self.numerics is not None:
+            self.numerics.close_round(env.now)
+            self.snapshots[env.version] = self.numerics.weights()
         for s in steps:
             s.update, s.samples = update, samples
         self.flagged = [True] * env.n
@@ -168,13 +180,24 @@ class WBSPDriver:
         env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
         start = env.now
         batch = self.scheme.batch(w)
+        local = batch if self.fetcher is None else self.fetcher.layout.default_local(w, batch)
+        samples = self.numerics.draw(w, batch, local) if self.numerics is not None else None
         if self.fetcher is not None:
-            local = self.fetcher.layout.default_local(w, batch)
             yield from self.fetcher.fetch(w, local, batch - local)
         compute_start = env.now
         compute_end = cont.compute_end(compute_start, spec.compute_s(batch) * cont.iteration_factor(it))
         yield env.timeout(compute_end - compute_start)
-        return Step(w, it, start, compute_start, compute_end, batch, base_version)
+        step = Step(w, it, start, compute_start, compute_end, batch, base_version)
+        if self.numerics is not None:  # one local SGD step on the model this step started from
+            before = self.local[w]
+            self.local[w] = self.numerics.local_step(w, before, samples)
+            step.delta = self.local[w] - before
+        return step
+
+    def _adopt(self, w: int, version: int) -> None:
+        """Worker w's local model becomes the global snapshot of ``version`` (numerics)."""
+        if self.numerics is not None:
+            self.local[w] = self.snapshots[version]
 
     # -- base variant ---------------------------------------------------------------------------
     def _worker(self, w: int) -> Generator[Any, Any, None]:
@@ -202,6 +225,7 @@ class WBSPDriver:
                 s.comm_s += env.now - s.busy_since
                 s.busy_since = None
                 base_version = version
+                self._adopt(w, version)
             self._end_step(s)
             it += 1
 
@@ -228,6 +252,7 @@ class WBSPDriver:
                 s.busy_since = None
             if st.ready_version is not None:
                 base_version, st.ready_version = st.ready_version, None
+                self._adopt(w, base_version)
             self._end_step(s)
             it += 1
 

@@ -64,7 +64,9 @@ def test_defaults_are_filled(tmp_path: Path) -> None:
     group = sc.cluster.groups[0]
     assert group.count == 8 and group.jitter_cv == 0.0 and group.samples_per_s is None
     data = scenario_data(sc)
-    assert list(data) == ["name", "description", "seed", "workload", "cluster", "network", "contention", "scheme"]
+    assert list(data) == ["name", "description", "seed", "workload", "cluster", "network", "contention", "scheme",
+                          "numerics"]
+    assert data["numerics"]["enabled"] is False and data["numerics"]["dataset"] == "digits"
     assert data["network"] == {"name": "parameter_server", "shards": 1, "server_bandwidth_gbps": 25.0,
                                "apply_s": 0.005, "latency_s": 0.0001}
     assert data["scheme"] == {"name": "bsp", "backup_workers": 0}

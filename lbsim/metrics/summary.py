@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from lbsim.metrics.records import IterationRecord, UpdateRecord
+from lbsim.metrics.records import IterationRecord, IterationTable, UpdateRecord
 
 
 def _r(x: float) -> float:
@@ -42,16 +42,73 @@ def summarize(
     synchronous: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    if isinstance(iterations, IterationTable):
+        return _summarize_table(iterations, updates, scheme=scheme, seed=seed, engine=engine, workers=workers,
+                                end_s=end_s, synchronous=synchronous, extra=extra)
     done = [r for r in iterations if not r.dropped]
     applied = [r for r in done if r.update >= 0]
-    samples = int(sum(u.samples for u in updates))
     it_s = np.array([r.iteration_s for r in done]) if done else np.zeros(1)
     compute = sum(r.compute_s for r in iterations)
     comm = sum(r.comm_s for r in iterations)
     wait = sum(r.wait_s for r in iterations)
     fetch = sum(r.fetch_s for r in iterations)
-    busy = compute + comm + wait + fetch
     stale = np.array([r.staleness for r in applied]) if applied else np.zeros(1, dtype=int)
+    barrier = barrier_wait(applied) if synchronous else 0.0
+    return _assemble(updates, len(iterations), len(done), it_s, (compute, comm, wait, fetch), stale, barrier,
+                     scheme=scheme, seed=seed, engine=engine, workers=workers, end_s=end_s,
+                     synchronous=synchronous, extra=extra)
+
+
+def _summarize_table(
+    table: IterationTable,
+    updates: Sequence[UpdateRecord],
+    *,
+    scheme: str,
+    seed: int,
+    engine: str,
+    workers: int,
+    end_s: float,
+    synchronous: bool,
+    extra: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """:func:`summarize` on columns: the same figures, bit for bit (sums in record order, as ``sum``)."""
+    col = table.columns
+    done = ~col["dropped"]
+    n_done = int(np.count_nonzero(done))
+    it_s = (col["end_s"] - col["start_s"])[done] if n_done else np.zeros(1)
+    # builtin sum over Python floats: the same left-to-right additions as summing record by record
+    totals = tuple(sum(col[c].tolist()) for c in ("compute_s", "comm_s", "wait_s", "fetch_s"))
+    applied = done & (col["update"] >= 0)
+    stale = col["staleness"][applied] if applied.any() else np.zeros(1, dtype=int)
+    barrier = 0.0
+    if synchronous:
+        update = col["update"][applied]
+        ends = (col["start_s"][applied] + col["fetch_s"][applied]) + col["compute_s"][applied]
+        barrier = _barrier_wait_columns(update, ends)
+    return _assemble(updates, len(table), n_done, it_s, totals, stale, barrier, scheme=scheme, seed=seed,
+                     engine=engine, workers=workers, end_s=end_s, synchronous=synchronous, extra=extra)
+
+
+def _assemble(
+    updates: Sequence[UpdateRecord],
+    n_iterations: int,
+    n_done: int,
+    it_s: np.ndarray,
+    totals: tuple[float, float, float, float],
+    stale: np.ndarray,
+    barrier: float,
+    *,
+    scheme: str,
+    seed: int,
+    engine: str,
+    workers: int,
+    end_s: float,
+    synchronous: bool,
+    extra: dict[str, Any] | None,
+) -> dict[str, Any]:
+    samples = int(sum(u.samples for u in updates))
+    compute, comm, wait, fetch = totals
+    busy = compute + comm + wait + fetch
     out: dict[str, Any] = {
         "scheme": scheme,
         "seed": seed,
@@ -62,8 +119,8 @@ def summarize(
         "samples": samples,
         "throughput_samples_per_s": _r(samples / end_s) if end_s > 0 else 0.0,
         "updates_per_s": _r(len(updates) / end_s) if end_s > 0 else 0.0,
-        "worker_iterations": len(done),
-        "dropped_iterations": len(iterations) - len(done),
+        "worker_iterations": n_done,
+        "dropped_iterations": n_iterations - n_done,
         "mean_iteration_s": _r(float(it_s.mean())),
         "p50_iteration_s": _r(float(np.percentile(it_s, 50))),
         "p99_iteration_s": _r(float(np.percentile(it_s, 99))),
@@ -75,7 +132,7 @@ def summarize(
         "staleness_max": int(stale.max()),
     }
     if synchronous:
-        out["mean_barrier_wait_s"] = _r(barrier_wait(applied))
+        out["mean_barrier_wait_s"] = _r(barrier)
     if extra:
         out.update(extra)
     return out
@@ -92,7 +149,26 @@ def barrier_wait(records: Sequence[IterationRecord]) -> float:
     return float(np.mean([last[r.update] - (r.start_s + r.fetch_s + r.compute_s) for r in records]))
 
 
+def _barrier_wait_columns(update: np.ndarray, ends: np.ndarray) -> float:
+    """:func:`barrier_wait` on columns (update index and compute end of each applied record)."""
+    if not len(update):
+        return 0.0
+    last = np.full(int(update.max()) + 1, -np.inf)
+    np.maximum.at(last, update, ends)
+    return float(np.mean(last[update] - ends))
+
+
 def speedups(summaries: Sequence[dict[str, Any]]) -> list[float]:
     """Throughput of each summary relative to the first one's."""
     base = summaries[0]["throughput_samples_per_s"] if summaries else 0.0
     return [_r(s["throughput_samples_per_s"] / base) if base else 0.0 for s in summaries]
+
+
+def time_to_target_speedups(summaries: Sequence[dict[str, Any]]) -> list[float | None]:
+    """How many times sooner each run reached the target accuracy than the first (None if either never did)."""
+    base = summaries[0].get("time_to_target_s") if summaries else None
+    out: list[float | None] = []
+    for s in summaries:
+        t = s.get("time_to_target_s")
+        out.append(_r(base / t) if base and t else None)
+    return out

@@ -60,4 +60,34 @@ def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def write_csv(path: str | Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    atomic_write_text(path, csv_text(columns, rows))
+    """Like ``atomic_write_text(path, csv_text(columns, rows))``, byte for byte, but streamed.
+
+    Rows go to the temporary file as they come (in blocks of ``_CSV_BLOCK``), so a million-row
+    file never exists as one string in memory; the rename at the end keeps the write atomic.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            w = csv.writer(fh, lineterminator="\n")
+            w.writerow(columns)
+            block: list[list[Any]] = []
+            for row in rows:
+                block.append([_cell(v) for v in row])
+                if len(block) >= _CSV_BLOCK:
+                    w.writerows(block)
+                    block = []
+            w.writerows(block)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+_CSV_BLOCK = 4096

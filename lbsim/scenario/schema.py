@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from lbsim.scenario.contention import ContentionConfig, contention_configs
 from lbsim.scenario.data import DataConfig
 from lbsim.scenario.fields import param
+from lbsim.scenario.numerics_config import NumericsConfig
 from lbsim.scenario.sections import (
     Cluster,
     NetworkConfig,
@@ -50,6 +51,7 @@ class Scenario:
     contention: tuple[ContentionConfig, ...] = param((), "slowdowns injected into workers", registry=contention_configs)
     scheme: object = param(None, "synchronization scheme and its parameters (`lbsim schemes`)", registry=scheme_configs)
     data: DataConfig | None = param(None, "where the training data lives and what fetching it costs (null: local and free)")
+    numerics: NumericsConfig = param(NumericsConfig(), "train a real model in the simulation (off: throughput only)")
 
     def __post_init__(self) -> None:
         if self.scheme is None:

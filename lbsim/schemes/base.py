@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
+import numpy as np
+
 from lbsim.fetch import DataLayout
 
 WorkerKind = Literal["gpu", "cpu"]
@@ -65,11 +67,87 @@ class WorkerObservation:
 
 @dataclass(frozen=True)
 class RoundObservation:
-    """What the barrier of round ``update`` saw: one observation per worker (index = worker)."""
+    """What the barrier of round ``update`` saw: one observation per worker (index = worker).
+
+    ``workers`` is a tuple of :class:`WorkerObservation`, or a :class:`WorkerColumns` (the same
+    observations held as arrays, from the simulator's synchronous fast path); both are sequences
+    of :class:`WorkerObservation`. :func:`observation_columns` gives either as arrays.
+    """
 
     update: int
     time_s: float
-    workers: tuple[WorkerObservation, ...]
+    workers: Sequence[WorkerObservation]
+
+
+# The fields of a WorkerObservation, in order, and their array types in WorkerColumns.
+OBSERVATION_FIELDS: tuple[tuple[str, type], ...] = (
+    ("worker", int), ("batch", int), ("compute_s", float), ("comm_s", float), ("wait_s", float),
+    ("cpu_available", float), ("mem_available", float), ("oracle_slowdown", float), ("fetch_s", float),
+    ("local_samples", int), ("remote_samples", int),
+)
+
+
+class WorkerColumns(Sequence[WorkerObservation]):
+    """Every worker's observation as one numpy array per field (index = worker).
+
+    Reads as a sequence of :class:`WorkerObservation` (built on access, with Python ``int`` /
+    ``float`` fields), so a scheme that loops over ``observation.workers`` sees what it would see
+    with a tuple; a vectorised scheme takes the arrays from :func:`observation_columns`.
+    ``oracle_slowdown`` may be absent (None for every worker).
+    """
+
+    __slots__ = ("arrays", "_n")
+
+    def __init__(self, **arrays: np.ndarray | None) -> None:
+        n = len(arrays["worker"])  # type: ignore[arg-type]
+        self.arrays: dict[str, np.ndarray | None] = {}
+        for name, kind in OBSERVATION_FIELDS:
+            a = arrays.get(name)
+            if a is None and name not in ("mem_available", "oracle_slowdown"):
+                raise ValueError(f"WorkerColumns needs {name}")
+            if a is None and name == "mem_available":
+                a = np.ones(n)
+            if a is not None:
+                a = np.asarray(a, dtype=np.int64 if kind is int else np.float64)
+                if a.shape != (n,):
+                    raise ValueError(f"{name}: expected shape ({n},), got {a.shape}")
+            self.arrays[name] = a
+        self._n = n
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        if isinstance(index, slice):
+            return tuple(self[i] for i in range(*index.indices(self._n)))
+        i = index + self._n if index < 0 else index
+        if not 0 <= i < self._n:
+            raise IndexError("worker index out of range")
+        values = {name: (None if a is None else a[i].item()) for name, a in self.arrays.items()}
+        return WorkerObservation(**values)  # type: ignore[arg-type]
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        cols = [(name, None if a is None else a.tolist()) for name, a in self.arrays.items()]
+        for i in range(self._n):
+            yield WorkerObservation(**{name: (None if c is None else c[i]) for name, c in cols})  # type: ignore[arg-type]
+
+
+def observation_columns(workers: Sequence[WorkerObservation]) -> dict[str, np.ndarray | None]:
+    """Arrays (float64 / int64, index = worker) of every field of the workers' observations.
+
+    ``oracle_slowdown`` is None unless every worker has one. The values are exactly the fields'
+    values, so arithmetic on the arrays matches the same arithmetic on the objects.
+    """
+    if isinstance(workers, WorkerColumns):
+        return workers.arrays
+    out: dict[str, np.ndarray | None] = {}
+    for name, kind in OBSERVATION_FIELDS:
+        values = [getattr(o, name) for o in workers]
+        if name == "oracle_slowdown" and any(v is None for v in values):
+            out[name] = None
+            continue
+        out[name] = np.array(values, dtype=np.int64 if kind is int else np.float64)
+    return out
 
 
 @runtime_checkable

@@ -157,6 +157,11 @@ class LOFT:
         """One row per worker per plan: batch, local/remote split, its shard's quota, predicted time."""
         return self.rounds
 
+    @property
+    def aggregation_rule(self) -> tuple[str, int]:
+        """How an update combines the workers' gradients: (rule, tolerance f) for lbsim.aggregation."""
+        return self.cfg.aggregation, self.cfg.tolerance_f
+
     def diagnostics(self) -> dict[str, object]:
         out: dict[str, object] = {"aggregation": self.cfg.aggregation, "tolerance_f": self.cfg.tolerance_f}
         total = sum(int(r["batch"]) for r in self.rounds)  # type: ignore[call-overload]

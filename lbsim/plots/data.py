@@ -1,0 +1,140 @@
+"""Reading what the plots need from output folders (no matplotlib here).
+
+A *run folder* holds ``summary.json``, ``iterations.csv`` and ``scenario.resolved.yaml`` (and,
+with numerics, ``numerics.csv``: one row per evaluation with ``time_s`` and ``accuracy``, maybe
+``loss`` and ``update``). A *sweep folder* holds ``results.csv``, ``sweep.json`` and
+``runs/<hash>/`` run folders (:mod:`lbsim.sweep.runner`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lbsim.errors import InputError
+
+ITERATION_FIELDS = ("worker", "iteration", "update", "start_s", "compute_s", "comm_s", "wait_s", "end_s", "batch",
+                    "staleness", "dropped", "fetch_s")
+
+
+def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def _columns(path: Path, wanted: tuple[str, ...]) -> dict[str, np.ndarray]:
+    header, rows = _read_rows(path)
+    out = {}
+    for name in wanted:
+        if name in header:
+            out[name] = np.array([float(r[name]) if r[name] not in ("", "None") else np.nan for r in rows])
+    return out
+
+
+@dataclass
+class RunData:
+    """One run's records as numpy columns, its summary and its workers' instance types."""
+
+    path: Path
+    summary: dict[str, Any]
+    it: dict[str, np.ndarray]  # iterations.csv columns
+    numerics: dict[str, np.ndarray] | None = None  # numerics.csv columns, if present
+    _instances: list[str] | None = field(default=None, repr=False)
+
+    @property
+    def instances(self) -> list[str]:
+        """Instance type per worker index, from scenario.resolved.yaml (read when first needed)."""
+        if self._instances is None:
+            self._instances = _instances(self.path)
+        return self._instances
+
+    @property
+    def scheme(self) -> str:
+        return str(self.summary.get("scheme", "?"))
+
+    @property
+    def workers(self) -> int:
+        return int(self.summary.get("workers", 0)) or (int(self.it["worker"].max()) + 1 if len(self.it["worker"]) else 0)
+
+    def col(self, name: str) -> np.ndarray:
+        return self.it.get(name, np.zeros(len(self.it["worker"])))
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "summary.json").is_file() and (path / "iterations.csv").is_file()
+
+
+def is_sweep_dir(path: Path) -> bool:
+    return (path / "results.csv").is_file() and (path / "runs").is_dir()
+
+
+def _instances(path: Path) -> list[str]:
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        data = yaml.load((path / "scenario.resolved.yaml").read_text(encoding="utf-8"), Loader=loader)  # noqa: S506
+        return [g["instance"] for g in data["cluster"]["groups"] for _ in range(int(g.get("count", 1)))]
+    except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
+        return []
+
+
+def read_run(path: Path) -> RunData:
+    if not is_run_dir(path):
+        raise InputError(str(path), "not a run folder (needs summary.json and iterations.csv)")
+    summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
+    it = _columns(path / "iterations.csv", ITERATION_FIELDS)
+    numerics = None
+    if (path / "numerics.csv").is_file():
+        numerics = _columns(path / "numerics.csv", ("update", "time_s", "loss", "accuracy"))
+        if "time_s" not in numerics or "accuracy" not in numerics:
+            numerics = None
+    return RunData(path, summary, it, numerics)
+
+
+@dataclass
+class SweepData:
+    """A sweep's results table (rows as strings, as in results.csv) and where its runs are."""
+
+    path: Path
+    name: str
+    factors: list[str]  # factor columns, in the sweep's order
+    rows: list[dict[str, str]]
+
+    @property
+    def scheme_column(self) -> str:
+        return "scheme"
+
+    @property
+    def conditions(self) -> list[str]:
+        """Factor columns other than the scheme's."""
+        return [c for c in self.factors if c != "scheme" and not c.startswith("scheme.")]
+
+    def run(self, run: str) -> RunData:
+        return read_run(self.path / "runs" / run)
+
+    def number(self, row: dict[str, str], column: str) -> float:
+        v = row.get(column, "")
+        try:
+            return float(v)
+        except ValueError:
+            return float("nan")
+
+
+def read_sweep(path: Path) -> SweepData:
+    if not is_sweep_dir(path):
+        raise InputError(str(path), "not a sweep folder (needs results.csv and runs/)")
+    header, rows = _read_rows(path / "results.csv")
+    meta: dict[str, Any] = {}
+    if (path / "sweep.json").is_file():
+        meta = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
+    factors = list(meta.get("columns", []))
+    if not meta:  # no sweep.json: every column before 'repetition' except 'run'
+        factors = header[1:header.index("repetition")] if "repetition" in header else []
+    return SweepData(path, str(meta.get("name") or path.name), factors, rows)

@@ -1,0 +1,180 @@
+"""``lbsim plot`` and ``run --plots``: the figures exist as PNG and SVG, open as images, and are readable
+(every axes with data has labelled axes, every figure a title and a legend, units where there are units).
+
+Readability is checked on the matplotlib figure objects before they are saved; the files are then
+opened (PNG decoded, SVG parsed).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import shutil
+import xml.etree.ElementTree as ET
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+pytest.importorskip("matplotlib")
+
+from lbsim.cli import main  # noqa: E402
+from lbsim.plots import figures_for, save_figures  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+EC2 = REPO / "scenarios" / "ec2_mixed.yaml"
+
+SWEEP = {
+    "base": str(EC2),
+    "set": {"workload.time_budget_s": 20, "contention.1.start_s": 5},
+    "factors": {
+        "scheme": ["bsp", "asp", "lbbsp"],
+        "stragglers": {"1": {"contention.1.workers": [2]}, "2": {"contention.1.workers": [2, 4]}},
+        "slowdown": {"1.5": {"contention.1.slowdown": 1.5}, "3": {"contention.1.slowdown": 3.0}},
+    },
+    "repetitions": 2,
+}
+SWEEP_FIGURES = {"throughput", "speedup_vs_bsp", "iteration_cdf", "staleness", "lbbsp_batches", "timelines"}
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from lbsim.sweep import load_sweep
+    from lbsim.sweep.backends import LocalPool
+    from lbsim.sweep.runner import run_sweep
+    from simulator.run import simulate
+
+    folder = tmp_path_factory.mktemp("plots")
+    path = folder / "plots.yaml"
+    path.write_text(yaml.safe_dump(SWEEP, sort_keys=False), encoding="utf-8")
+    report = run_sweep(load_sweep(path), folder / "out", engine=simulate, backend=LocalPool(2))
+    assert report.ran == 24 and not report.failed
+    return folder / "out"
+
+
+def _labels(ax: Any, axis: str) -> str:
+    """The axes' own label, or that of an axes it shares this axis with (a shared axis is labelled once)."""
+    getter = f"get_{axis}label"
+    own = getattr(ax, getter)()
+    if own:
+        return own
+    shared = ax.get_shared_x_axes() if axis == "x" else ax.get_shared_y_axes()
+    return next((getattr(s, getter)() for s in shared.get_siblings(ax) if getattr(s, getter)()), "")
+
+
+def assert_readable(name: str, fig: Any) -> None:
+    axes = [ax for ax in fig.axes if ax.has_data()]
+    assert axes, f"{name}: no data"
+    assert fig.get_suptitle() or all(ax.get_title() for ax in axes), f"{name}: no title"
+    for ax in axes:
+        assert _labels(ax, "x"), f"{name}: an x axis without a label"
+        assert _labels(ax, "y"), f"{name}: a y axis without a label"
+    assert any(ax.get_legend() is not None for ax in axes) or fig.legends, f"{name}: no legend"
+
+
+def assert_files(out: Path, names: set[str]) -> None:
+    from matplotlib.image import imread
+
+    for name in names:
+        png, svg = out / f"{name}.png", out / f"{name}.svg"
+        assert png.stat().st_size > 5000 and svg.stat().st_size > 5000, name
+        image = imread(png)
+        assert image.ndim == 3 and image.shape[0] > 300 and image.shape[1] > 500, (name, image.shape)
+        assert image.std() > 0.05, f"{name}.png is blank"
+        assert ET.parse(svg).getroot().tag.endswith("svg")
+    assert not list(out.glob(".*.tmp"))
+
+
+def test_sweep_figures_are_readable(sweep_dir: Path, tmp_path: Path) -> None:
+    figs = figures_for(sweep_dir)
+    assert set(figs) == SWEEP_FIGURES
+    for name, fig in figs.items():
+        assert_readable(name, fig)
+    units = {name: {_labels(ax, "x") for ax in fig.axes} | {_labels(ax, "y") for ax in fig.axes} for name, fig in figs.items()}
+    assert "throughput (samples/s)" in units["throughput"]
+    assert "speedup over BSP (throughput ratio)" in units["speedup_vs_bsp"] and "slowdown (x slower)" in units["speedup_vs_bsp"]
+    assert "iteration time (s)" in units["iteration_cdf"]
+    assert "batch size (samples)" in units["lbbsp_batches"] and "simulated time (s)" in units["lbbsp_batches"]
+    assert "simulated time (s)" in units["timelines"]
+    assert "staleness (updates between pull and apply)" in units["staleness"]
+    legend = {t.get_text() for ax in figs["throughput"].axes if ax.get_legend() for t in ax.get_legend().get_texts()}
+    assert legend == {"bsp", "asp", "lbbsp"}
+    # throughput: a group per condition (4), a bar per scheme, error bars over seeds
+    (panel,) = [ax for ax in figs["throughput"].axes if ax.has_data()]
+    assert [t.get_text() for t in panel.get_xticklabels()] == [
+        "stragglers=1\nslowdown=1.5", "stragglers=1\nslowdown=3", "stragglers=2\nslowdown=1.5", "stragglers=2\nslowdown=3"]
+    assert len(panel.patches) == 3 * 4
+    assert "over 2 seeds" in figs["throughput"].get_suptitle()
+
+
+def test_plot_command_on_a_sweep(sweep_dir: Path, tmp_path: Path) -> None:
+    out = tmp_path / "figs"
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        assert main(["plot", str(sweep_dir), "--out", str(out), "--timeline-s", "10"]) == 0
+    assert buf.getvalue().startswith(f"{len(SWEEP_FIGURES)} figures (PNG and SVG)")
+    assert {p.name for p in out.iterdir()} == {f"{n}.{e}" for n in SWEEP_FIGURES for e in ("png", "svg")}
+    assert_files(out, SWEEP_FIGURES)
+
+
+def _a_run(sweep_dir: Path, scheme: str, tmp_path: Path) -> Path:
+    with (sweep_dir / "results.csv").open(newline="", encoding="utf-8") as fh:
+        run = next(r["run"] for r in csv.DictReader(fh) if r["scheme"] == scheme)
+    return Path(shutil.copytree(sweep_dir / "runs" / run, tmp_path / scheme))
+
+
+def test_run_figures_and_numerics(sweep_dir: Path, tmp_path: Path) -> None:
+    asp = _a_run(sweep_dir, "asp", tmp_path)
+    figs = figures_for(asp)
+    assert set(figs) == {"iteration_cdf", "timeline", "staleness"}
+    lbbsp = _a_run(sweep_dir, "lbbsp", tmp_path)
+    (lbbsp / "numerics.csv").write_text("update,time_s,loss,accuracy\n0,0,2.3,0.1\n20,5.5,0.9,0.7\n40,11,0.4,0.9\n",
+                                        encoding="utf-8")
+    figs = figures_for(lbbsp)
+    assert set(figs) == {"iteration_cdf", "timeline", "batch_sizes", "accuracy"}
+    for name, fig in figs.items():
+        assert_readable(name, fig)
+    labels = {ax.get_ylabel() for ax in figs["accuracy"].axes}
+    assert labels == {"held-out accuracy (fraction)", "held-out loss (nats)"}
+    paths = save_figures({"accuracy": figs["accuracy"]}, lbbsp / "plots")
+    assert [p.name for p in paths] == ["accuracy.png", "accuracy.svg"]
+    assert_files(lbbsp / "plots", {"accuracy"})
+
+
+def test_sweep_with_numerics_adds_accuracy_and_time_to_target(sweep_dir: Path, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(sweep_dir, tmp_path / "sweep"))
+    for run in (copy / "runs").iterdir():
+        (run / "numerics.csv").write_text("update,time_s,loss,accuracy\n0,0,2.3,0.1\n20,9,0.5,0.92\n", encoding="utf-8")
+    with (copy / "results.csv").open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        rows, header = list(reader), list(reader.fieldnames or [])
+    with (copy / "results.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, [*header, "time_to_target_s"])
+        writer.writeheader()
+        for k, r in enumerate(rows):
+            writer.writerow({**r, "time_to_target_s": "" if k % 5 == 0 else str(9 + k)})
+    figs = figures_for(copy)
+    assert set(figs) == SWEEP_FIGURES | {"accuracy", "time_to_target"}
+    for name in ("accuracy", "time_to_target"):
+        assert_readable(name, figs[name])
+
+
+def test_run_plots_flag(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    with redirect_stdout(io.StringIO()):
+        assert main(["run", str(EC2), "--scheme", "lbbsp", "--set", "workload.time_budget_s=20", "--plots", "--out", str(out), "-q"]) == 0
+    assert {p.name for p in (out / "plots").iterdir()} == {f"{n}.{e}" for n in ("iteration_cdf", "timeline", "batch_sizes")
+                                                           for e in ("png", "svg")}
+    assert_files(out / "plots", {"iteration_cdf", "timeline", "batch_sizes"})
+
+
+def test_plot_bad_input(sweep_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plot", str(tmp_path / "nope")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert main(["plot", str(tmp_path)]) == 2
+    assert "not a sweep folder" in capsys.readouterr().err
+    assert main(["plot", str(sweep_dir), "--x", "nope", "--out", str(tmp_path / "f")]) == 2
+    assert "valid: stragglers, slowdown" in capsys.readouterr().err
+    assert not (tmp_path / "f").exists()
