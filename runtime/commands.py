@@ -1,0 +1,191 @@
+"""``lbsim train | profile | validate``: what the CLI commands do (``lbsim/cli.py`` holds the parsers).
+
+The simulator is never imported here: ``validate`` receives the function that simulates and writes
+one run from the CLI (``lbsim.cli`` imports the simulator inside the command).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lbsim.errors import InputError
+from runtime.config import check_runnable
+from runtime.worker import Job, Task, options_from_args
+
+DEFAULT_VALIDATE_SCHEMES = ("bsp", "lbbsp")
+
+
+def _load(args: Any, scheme: str | None) -> Any:
+    from lbsim.scenario.loader import load_scenario
+
+    return load_scenario(args.scenario, args.set, scheme=scheme)
+
+
+def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
+    from lbsim.progress import LazyProgress
+    from runtime.launch import launch
+
+    with LazyProgress(label, enabled=None if not quiet else False) as bar:
+        launch(job, nproc, progress=bar.update)
+
+
+def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], str], None]) -> int:
+    scenario = _load(args, args.scheme)
+    options = options_from_args(args)
+    n = check_runnable(scenario, options, nproc=args.nproc)
+    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+              tasks=(Task("train", str(out.resolve()), scheme=args.scheme),))
+    _launch(job, n, f"runtime {scenario.scheme.kind}", args.quiet)
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    if not args.quiet:
+        summary_table([summary], f"{scenario.name or args.scenario} — runtime, {n} ranks ({options.backend}, "
+                                 f"{options.contention} contention)")
+        print(f"results in {out}/")
+    return 0
+
+
+def profile(args: Any, out: Path) -> int:
+    scenario = _load(args, None)
+    options = options_from_args(args)
+    n = _check_profile(scenario, options, args.nproc)
+    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+              tasks=(Task("profile", str(out.resolve())),))
+    _launch(job, n, "profile", args.quiet)
+    cal = json.loads((out / "profile.json").read_text(encoding="utf-8"))
+    if not args.quiet:
+        print_calibration(cal)
+        print(f"calibration in {out}/calibration.yaml (merged: {out}/scenario.calibrated.yaml)")
+    return 0
+
+
+def _check_profile(scenario: Any, options: Any, nproc: int | None) -> int:
+    """Profiling runs no scheme: only the cluster and the options must suit the runtime."""
+    from dataclasses import replace
+
+    from lbsim.schemes.registry import scheme_configs
+
+    return check_runnable(replace(scenario, scheme=scheme_configs()["bsp"]()), options, nproc=nproc)
+
+
+def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[str, Any]]) -> int:
+    """Profile, run every scheme in the runtime with the calibration, simulate the same, compare.
+
+    Profiles bracket every run (before and after it, all in one set of processes): the runtime runs
+    with the figures measured just before it, the simulator with both profiles pooled, so a machine
+    whose speed drifts during the run (other tenants) is not counted as simulator error.
+    """
+    from lbsim.metrics.writers import write_json
+    from lbsim.scenario.loader import load_scenario
+    from lbsim.scenario.resolve import resolve_workers
+    from runtime.profile import calibration, pool
+    from runtime.validate import compare_runs, validation_report
+
+    names = _scheme_list(args.schemes)
+    options = options_from_args(args)
+    n = 0
+    for name in names:  # everything is checked before anything runs
+        try:
+            n = check_runnable(_load(args, name), options, nproc=args.nproc)
+        except InputError as err:
+            raise InputError(err.path, f"{err.message} (with scheme {name} from --schemes)") from None
+    out = out.resolve()
+    tasks = []
+    for name in names:  # each run bracketed by two profiles of its own (its scheme's sizing call included)
+        tasks += [Task("profile", str(out / "profile" / name / "before"), scheme=name),
+                  Task("train", str(out / "runtime" / name), scheme=name, calibrated=True),
+                  Task("profile", str(out / "profile" / name / "after"), scheme=name)]
+    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options, tasks=tuple(tasks))
+    _launch(job, n, "validate (runtime)", args.quiet)
+    entries, calibrations = {}, {}
+    for name in names:
+        raws = [json.loads((out / "profile" / name / when / "profile.json").read_text(encoding="utf-8"))["measurements"]
+                for when in ("before", "after")]
+        base = load_scenario(args.scenario, args.set, scheme=name)
+        cal = calibration(base, resolve_workers(base), pool(*raws))
+        write_json(out / "simulator" / name / "calibration.json", cal)
+        scenario = load_scenario(args.scenario, [*args.set, *cal["sets"]], scheme=name)
+        simulate_to(scenario, out / "simulator" / name, name)
+        entries[name] = compare_runs(out / "runtime" / name, out / "simulator" / name)
+        calibrations[name] = cal
+    report = validation_report(str(args.scenario), calibrations, entries)
+    write_json(out / "validation.json", report)
+    if not args.quiet:
+        print_validation(report, title=f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks")
+        print(f"results in {out}/validation.json")
+    return 0
+
+
+def _scheme_list(text: str | None) -> list[str]:
+    if text is None:
+        return list(DEFAULT_VALIDATE_SCHEMES)
+    names = [s.strip() for s in text.split(",") if s.strip()]
+    if not names:
+        raise InputError("--schemes", "give a comma-separated list of scheme names, e.g. bsp,lbbsp")
+    if len(set(names)) != len(names):
+        raise InputError("--schemes", f"a scheme is listed twice: {text}")
+    return names
+
+
+def print_calibration(cal: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"lbsim profile on {cal['host']}: t(b) = t0_s + b / samples_per_s per scenario group")
+    for col in ("group", "workers", "batch sizes", "mean compute (s)", "t0_s", "samples/s", "jitter_cv"):
+        table.add_column(col, justify="right")
+    for g in cal["groups"]:
+        table.add_row(str(g["group"]), ",".join(map(str, g["workers"])), ",".join(map(str, g["sizes"])),
+                      ", ".join(f"{t:.4f}" for t in g["mean_compute_s"]), f"{g['t0_s']:.4g}", f"{g['samples_per_s']:.4g}",
+                      f"{g['jitter_cv']:.3g}")
+    Console(width=max(120, Console().width)).print(table)
+    net = cal["overrides"].get("network")
+    if net:
+        print(f"round overhead (mean comm_s) {cal['comm_s_mean']:.4g} s -> ring all-reduce alpha_s {net['alpha_s']:.4g}, "
+              f"bandwidth_gbps {net['bandwidth_gbps']:.4g}")
+
+
+def print_validation(report: dict[str, Any], *, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from runtime.validate import TABLE
+
+    table = Table(title=title)
+    table.add_column("scheme")
+    for label, _ in TABLE:
+        table.add_column(label, justify="right")
+    for name, entry in report["schemes"].items():
+        table.add_row(name, *(fmt(entry) for _, fmt in TABLE))
+    Console(width=max(160, Console().width), file=sys.stdout).print(table)
+
+
+def run_failed(err: BaseException) -> int:
+    print(f"lbsim: runtime failed: {' '.join(str(err).split())}", file=sys.stderr)
+    return 1
+
+
+def runtime_missing(err: ImportError) -> int:
+    print(f"lbsim: the runtime needs torch and psutil ({err}); install with: python3 -m pip install -e \".[runtime]\"",
+          file=sys.stderr)
+    return 1
+
+
+def handle(fn: Callable[..., int], *args: Any) -> int:
+    """Run a runtime command; a failed rank is exit code 1 with the launcher's one-line diagnosis."""
+    from runtime.launch import RuntimeFailure
+
+    try:
+        return fn(*args)
+    except RuntimeFailure as err:
+        return run_failed(err)
+    except ModuleNotFoundError as err:
+        if err.name in ("torch", "psutil"):
+            return runtime_missing(err)
+        raise
+
+
+__all__: Sequence[str] = ("train", "profile", "validate", "handle")

@@ -1,0 +1,159 @@
+"""What a runtime job needs besides the scenario, and the checks that it can run.
+
+:class:`RuntimeOptions` holds the launcher's choices (backend, contention injection, threads,
+model) — command-line flags, not scenario keys, because they describe *how* this machine runs the
+scenario, not the cluster it describes. :func:`training_config` resolves the model and optimiser:
+a flag wins, then the scenario's ``numerics`` section when the scenario has one, then the numerics
+core's defaults (:mod:`lbsim.numerics`), so both engines train the same model on the same data.
+
+:func:`check_runnable` turns everything the runtime cannot do into an :class:`InputError` before any
+process is started (exit code 2 at the CLI).
+
+This module imports neither torch nor the simulator.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from lbsim.errors import InputError
+
+SUPPORTED_SCHEMES = ("bsp", "static", "lbbsp")
+"""Synchronous schemes the runtime runs (parameter-server schemes: issue 7)."""
+
+ContentionMode = Literal["emulated", "real"]
+Backend = Literal["gloo", "nccl"]
+
+
+@dataclass(frozen=True)
+class RuntimeOptions:
+    """How this machine runs a scenario (the ``lbsim train`` flags)."""
+
+    backend: Backend = "gloo"
+    contention: ContentionMode = "emulated"
+    threads: int = 1  # torch intra-op threads per rank (set_num_threads); interop threads are 1
+    affinity: Literal["auto", "none", "core"] = "auto"  # auto: pin to cores only in real mode
+    model: str | None = None  # softmax | mlp (None: the scenario's numerics section, else softmax)
+    hidden: int | None = None  # MLP hidden units
+    lr: float | None = None
+    dtype: Literal["float32", "float64"] = "float32"
+    timeout_s: float = 60.0  # a collective that waits longer names the rank that stopped
+
+    def pin_cores(self) -> bool:
+        return self.affinity == "core" or (self.affinity == "auto" and self.contention == "real")
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """The model and optimiser every rank builds (identical on all ranks)."""
+
+    dataset: str = "digits"
+    model: str = "softmax"
+    hidden: int = 64
+    activation: str = "relu"
+    l2: float = 1e-4
+    lr: float = 0.1
+    momentum: float = 0.0
+    schedule: dict[str, Any] = field(default_factory=dict)  # LRSchedule arguments besides lr (empty: constant)
+
+
+def _numerics_section(scenario: Any) -> Any:
+    return getattr(scenario, "numerics", None)
+
+
+def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
+    """Model/optimiser: flag > scenario ``numerics`` section > numerics-core defaults."""
+    from lbsim.numerics import models, optim
+    from lbsim.numerics.datasets import DEFAULT_DATASET
+
+    sec = _numerics_section(scenario)
+
+    def pick(flag: Any, *names: str, default: Any) -> Any:
+        if flag is not None:
+            return flag
+        for name in names:
+            value = getattr(sec, name, None) if sec is not None else None
+            if value is not None:
+                return value
+        return default
+
+    model = pick(options.model, "model", default=models.DEFAULT_MODEL)
+    if model not in models.MODELS:
+        raise InputError("--model", f"unknown model {model!r}; valid: {', '.join(models.MODELS)}")
+    hidden = int(pick(options.hidden, "hidden", default=models.DEFAULT_HIDDEN))
+    if hidden <= 0:
+        raise InputError("--hidden", f"must be > 0, got {hidden}")
+    lr = float(pick(options.lr, "lr", "learning_rate", default=optim.DEFAULT_LR))
+    if lr <= 0:
+        raise InputError("--lr", f"must be > 0, got {lr}")
+    schedule: dict[str, Any] = {}
+    kind = pick(None, "schedule", default=optim.DEFAULT_SCHEDULE)
+    if kind != optim.DEFAULT_SCHEDULE:
+        schedule = {"kind": kind, "milestones": tuple(pick(None, "milestones", default=())),
+                    "gamma": float(pick(None, "gamma", default=0.1))}
+    return TrainingConfig(
+        dataset=str(pick(None, "dataset", default=DEFAULT_DATASET)),
+        model=model,
+        hidden=hidden,
+        activation=str(pick(None, "activation", default=models.DEFAULT_ACTIVATION)),
+        l2=float(pick(None, "l2", default=models.DEFAULT_L2)),
+        lr=lr,
+        momentum=float(pick(None, "momentum", default=optim.DEFAULT_MOMENTUM)),
+        schedule=schedule,
+    )
+
+
+def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None = None) -> int:
+    """Every reason the runtime cannot run ``scenario`` as an InputError; returns the worker count."""
+    from lbsim.scenario.resolve import resolve_workers
+
+    name = scenario.scheme.kind
+    if name not in SUPPORTED_SCHEMES:
+        raise InputError(
+            "scheme.name",
+            f"scheme {name!r} is not supported by the runtime; supported: {', '.join(SUPPORTED_SCHEMES)} "
+            "(the parameter-server schemes need the runtime's PS mode, not built yet)",
+        )
+    if getattr(scenario.scheme, "backup_workers", 0):
+        raise InputError("scheme.backup_workers", "the runtime's all-reduce BSP has no backup workers; set it to 0")
+    if getattr(scenario, "data", None) is not None:
+        raise InputError("data", "the runtime does not emulate data placement and fetching yet; remove the data: section")
+    if getattr(getattr(scenario, "numerics", None), "byzantine", None) is not None:
+        raise InputError("numerics.byzantine", "the runtime does not inject Byzantine gradients; remove it (or use the simulator)")
+    if options.contention == "real" and getattr(scenario.scheme, "predictor", None) == "oracle":
+        raise InputError("scheme.predictor", "oracle needs the future slowdown, which the runtime knows only with --contention emulated")
+    if options.threads < 1:
+        raise InputError("--threads", f"must be >= 1, got {options.threads}")
+    if options.timeout_s <= 0:
+        raise InputError("--timeout-s", f"must be > 0, got {options.timeout_s}")
+    n = len(resolve_workers(scenario))
+    if nproc is not None and nproc != n:
+        raise InputError(
+            "--nproc",
+            f"the scenario has {n} workers and the runtime runs one process per worker; "
+            f"give --nproc {n} or change the cluster (e.g. --set cluster.groups.0.count=...)",
+        )
+    if options.backend == "nccl":
+        gpus = _cuda_devices()
+        if gpus < n:
+            raise InputError("--backend", f"nccl needs one GPU per rank: {n} ranks, {gpus} GPU(s) here; use gloo")
+    training_config(scenario, options)
+    return n
+
+
+def _cuda_devices() -> int:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - the runtime extra is not installed
+        return 0
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def cpu_cores() -> list[int]:
+    """The cores this process may run on."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return list(range(os.cpu_count() or 1))

@@ -1,0 +1,159 @@
+"""Process-group set-up, collectives that say which one failed, heartbeats and the failure hook.
+
+Every collective the runtime makes goes through :class:`Comm`, which turns a torch.distributed
+error (a peer closed its connection, the group's timeout expired) into :class:`CollectiveError`
+naming this rank, the collective and the round. Such an error is *secondary*: the launcher looks
+for the rank that failed first (an exception of its own, a death without a report, or the rank
+that stopped making progress) and names that one (:mod:`runtime.launch`).
+
+Ranks find each other through a TCP rendezvous: ``tcp://MASTER_ADDR:MASTER_PORT`` with an explicit
+rank and world size (the launcher picks a free port on 127.0.0.1; under ``torchrun`` the variables
+``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` come from the
+environment). ``timeout_s`` bounds every collective, so a crashed or hung peer ends the run.
+
+The failure hook is for tests and demonstrations only: ``LBSIM_RUNTIME_FAIL=RANK:ROUND[:MODE]``
+makes rank RANK fail when it starts round ROUND of a training loop, with MODE ``raise`` (a Python
+exception, the default), ``exit`` (the process dies without a report) or ``hang`` (it stops).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+FAIL_ENV = "LBSIM_RUNTIME_FAIL"
+
+
+class CollectiveError(RuntimeError):
+    """A collective failed on this rank because of another rank (crash, hang) or the network."""
+
+    def __init__(self, rank: int, what: str, round_: int, cause: BaseException) -> None:
+        msg = " ".join(str(cause).split())[:300]
+        super().__init__(f"rank {rank}: {what} of round {round_} failed: {type(cause).__name__}: {msg}")
+        self.rank = rank
+
+
+class InjectedFailure(RuntimeError):
+    """The failure asked for by ``LBSIM_RUNTIME_FAIL``."""
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    rank: int
+    world: int
+    local_rank: int
+    backend: str
+    device: torch.device
+
+
+def init_group(*, rank: int, world: int, local_rank: int, master_addr: str, master_port: int,
+               backend: str, timeout_s: float) -> RankInfo:
+    if backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    dist.init_process_group(
+        backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    return RankInfo(rank, world, local_rank, backend, device)
+
+
+def env_rank() -> dict[str, Any]:
+    """The rendezvous that ``torchrun`` (or a user) put in the environment."""
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise RuntimeError(f"not started by torchrun: {', '.join(missing)} not set in the environment")
+    return {
+        "rank": int(os.environ["RANK"]),
+        "world": int(os.environ["WORLD_SIZE"]),
+        "local_rank": int(os.environ.get("LOCAL_RANK", os.environ["RANK"])),
+        "master_addr": os.environ["MASTER_ADDR"],
+        "master_port": int(os.environ["MASTER_PORT"]),
+    }
+
+
+class Heartbeat:
+    """Progress of this rank (rounds done) and of the job, for the launcher's diagnosis and bar."""
+
+    def __init__(self, shared: Any = None, rank: int = 0) -> None:
+        self.shared = shared  # multiprocessing Array('d', world + 1) in spawn mode; None under torchrun
+        self.rank = rank
+        self.round = 0
+
+    def beat(self, round_: int) -> None:
+        self.round = round_
+        if self.shared is not None:
+            self.shared[self.rank] = float(round_)
+
+    def progress(self, fraction: float) -> None:
+        if self.shared is not None and self.rank == 0:
+            self.shared[len(self.shared) - 1] = fraction
+
+
+class Comm:
+    """The collectives of the runtime, with errors that name the rank, the collective and the round."""
+
+    def __init__(self, info: RankInfo) -> None:
+        self.info = info
+
+    def _call(self, what: str, round_: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - any failure inside a collective is reported the same way
+            raise CollectiveError(self.info.rank, what, round_, err) from err
+
+    def all_gather(self, t: torch.Tensor, what: str, round_: int) -> torch.Tensor:
+        out = [torch.empty_like(t) for _ in range(self.info.world)]
+        self._call(what, round_, dist.all_gather, out, t)
+        return torch.stack(out)
+
+    def all_reduce(self, t: torch.Tensor, what: str, round_: int) -> None:
+        self._call(what, round_, dist.all_reduce, t, op=dist.ReduceOp.SUM)
+
+    def broadcast(self, t: torch.Tensor, what: str, round_: int = -1) -> None:
+        self._call(what, round_, dist.broadcast, t, 0)
+
+    def broadcast_object(self, obj: Any, what: str) -> Any:
+        box = [obj]
+        self._call(what, -1, dist.broadcast_object_list, box, 0, device=self.info.device)
+        return box[0]
+
+    def barrier(self, what: str, round_: int = -1) -> None:
+        if self.info.backend == "nccl":
+            self._call(what, round_, dist.barrier, device_ids=[self.info.local_rank])
+        else:
+            self._call(what, round_, dist.barrier)
+
+
+class FailureHook:
+    """``LBSIM_RUNTIME_FAIL=RANK:ROUND[:MODE]`` (tests only): fail on purpose at a given round."""
+
+    def __init__(self, rank: int) -> None:
+        self.target: tuple[int, int, str] | None = None
+        spec = os.environ.get(FAIL_ENV, "").strip()
+        if spec:
+            parts = spec.split(":")
+            mode = parts[2] if len(parts) > 2 else "raise"
+            if len(parts) < 2 or mode not in ("raise", "exit", "hang"):
+                raise ValueError(f"{FAIL_ENV}={spec!r}: expected RANK:ROUND[:raise|exit|hang]")
+            if int(parts[0]) == rank:
+                self.target = (rank, int(parts[1]), mode)
+
+    def check(self, round_: int) -> None:
+        if self.target is None or round_ != self.target[1]:
+            return
+        mode = self.target[2]
+        if mode == "exit":
+            os._exit(3)
+        if mode == "hang":
+            while True:
+                time.sleep(3600)
+        raise InjectedFailure(f"injected failure ({FAIL_ENV}) at round {round_}")

@@ -1,0 +1,193 @@
+"""Start one process per worker on this machine, watch them, and name the rank that failed.
+
+:func:`launch` spawns the ranks with ``torch.multiprocessing`` (start method ``spawn``), a free TCP
+port on 127.0.0.1 for the rendezvous, and waits. Each rank reports its progress (rounds done) in
+shared memory and, if it fails, writes a report (its exception, whether it came from a collective,
+its round) to a private status directory. When anything goes wrong the launcher waits a few seconds
+for the others' reports, stops the survivors and names the culprit:
+
+1. the rank whose *own* code failed first (not a collective that broke because of a peer);
+2. else a rank that died without a report (killed, segfault, ``os._exit``) — its exit code;
+3. else a rank that never reported and was still running: it hung, and the other ranks'
+   collectives timed out (``--timeout-s``);
+4. a watchdog covers hangs outside collectives: no progress at all for ``2 x timeout + 30`` s.
+
+The run's records up to the last complete round are kept (:func:`runtime.records.salvage`), and
+:class:`RuntimeFailure` carries the one-line diagnosis.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from runtime.worker import Job, spawn_entry
+
+GRACE_S = 3.0  # after the first failure, time for the other ranks' reports
+
+
+class RuntimeFailure(RuntimeError):
+    """A rank crashed or hung; ``rank`` is the culprit (None if it cannot be told)."""
+
+    def __init__(self, message: str, rank: int | None) -> None:
+        super().__init__(message)
+        self.rank = rank
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def launch(job: Job, nproc: int, *, progress: Any = None) -> None:
+    """Run ``job`` on ``nproc`` local ranks; raises :class:`RuntimeFailure` naming the failed rank."""
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    shared = ctx.Array("d", nproc + 1, lock=False)
+    status = Path(tempfile.mkdtemp(prefix="lbsim-runtime-"))
+    port = free_port()
+    procs = [ctx.Process(target=spawn_entry, args=(r, nproc, port, job, shared, str(status)), name=f"lbsim-rank{r}")
+             for r in range(nproc)]
+    try:
+        with _rank_environment():
+            for p in procs:
+                p.start()
+        _watch(procs, shared, status, job, progress)
+    except BaseException:
+        _stop(procs)
+        raise
+    finally:
+        shutil.rmtree(status, ignore_errors=True)
+
+
+# glibc malloc: serve a step's large tensors from the heap instead of fresh mmap()s, and keep the
+# heap instead of trimming it, so that a step does not page-fault its activations afresh each time
+# (step times then depend on the batch, not on the allocation history). A user's setting wins.
+RANK_ENV = {"MALLOC_MMAP_THRESHOLD_": str(256 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(1024 * 2**20)}
+
+
+@contextlib.contextmanager
+def _rank_environment() -> Iterator[None]:
+    added = [k for k in RANK_ENV if k not in os.environ]
+    os.environ.update({k: RANK_ENV[k] for k in added})
+    try:
+        yield
+    finally:
+        for k in added:
+            os.environ.pop(k, None)
+
+
+def _reports(status: Path) -> dict[int, dict[str, Any]]:
+    out = {}
+    for f in status.glob("rank*.json"):
+        try:
+            rep = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        out[int(rep["rank"])] = rep
+    return out
+
+
+def _stop(procs: list[Any]) -> list[int]:
+    """Terminate the ranks still running (SIGTERM, then SIGKILL); returns their indices."""
+    alive = [r for r, p in enumerate(procs) if p.is_alive()]
+    for r in alive:
+        procs[r].terminate()
+    deadline = time.monotonic() + 3
+    for r in alive:
+        procs[r].join(max(0.0, deadline - time.monotonic()))
+        if procs[r].is_alive():
+            procs[r].kill()
+            procs[r].join()
+    return alive
+
+
+def _watch(procs: list[Any], shared: Any, status: Path, job: Job, progress: Any) -> None:
+    n = len(procs)
+    timeout = job.options.timeout_s
+    last = list(shared[:n])
+    last_change = time.monotonic()
+    failed_at: float | None = None
+    while True:
+        time.sleep(0.05)
+        now = time.monotonic()
+        codes = [p.exitcode for p in procs]
+        if all(c == 0 for c in codes):
+            return
+        if progress is not None:
+            progress(float(shared[n]))
+        cur = list(shared[:n])
+        if cur != last:
+            last, last_change = cur, now
+        if failed_at is None and (any(c not in (None, 0) for c in codes) or any(status.glob("rank*.json"))):
+            failed_at = now
+        hung = failed_at is None and now - last_change > 2 * timeout + 30
+        if hung or (failed_at is not None and (all(c is not None for c in codes) or now - failed_at > GRACE_S)):
+            killed = _stop(procs)
+            reports = _reports(status)
+            codes = [p.exitcode for p in procs]
+            rank, message = diagnose(reports, codes, killed, [int(v) for v in shared[:n]], timeout_s=timeout,
+                                     watchdog=hung)
+            _salvage_all(job, message, rank)
+            raise RuntimeFailure(message, rank)
+
+
+def _signal_name(code: int) -> str:
+    if code < 0:
+        try:
+            return f" (signal {signal.Signals(-code).name})"
+        except ValueError:
+            return f" (signal {-code})"
+    return ""
+
+
+def diagnose(reports: dict[int, dict[str, Any]], codes: list[int | None], killed: list[int], rounds: list[int], *,
+             timeout_s: float, watchdog: bool = False) -> tuple[int | None, str]:
+    """``(culprit rank, one-line message)`` from what the ranks reported and how they ended (pure)."""
+    own = sorted((rep["time"], r) for r, rep in reports.items() if rep.get("kind") == "error")
+    if own:
+        r = own[0][1]
+        rep = reports[r]
+        where = f" in round {rep['round']} of {rep['task']}" if rep.get("task") else " while starting"
+        return r, f"rank {r} failed{where}: {rep['type']}: {rep['message']}"
+    died = [r for r, c in enumerate(codes) if r not in reports and r not in killed and c not in (None, 0)]
+    if died:
+        r = min(died, key=lambda i: rounds[i])
+        return r, (f"rank {r} died without a report in round {rounds[r]} (exit code {codes[r]}{_signal_name(codes[r] or 0)}); "
+                   "the other ranks lost contact with it")
+    silent = [r for r in killed if r not in reports]
+    if silent:
+        r = min(silent, key=lambda i: rounds[i])
+        why = ("no rank made progress for " f"{2 * timeout_s + 30:g} s" if watchdog
+               else f"the other ranks' collectives timed out after {timeout_s:g} s")
+        return r, f"rank {r} hung in round {rounds[r]} ({why}; it was stopped)"
+    if reports:
+        r = min(reports, key=lambda i: reports[i]["time"])
+        return None, f"all ranks lost contact; first report from rank {r}: {reports[r]['message']}"
+    return None, "the ranks stopped without a report"
+
+
+def _salvage_all(job: Job, message: str, rank: int | None) -> None:
+    from runtime.records import salvage
+
+    for task in job.tasks:
+        out = Path(task.out)
+        if task.kind == "train" and any(out.glob("*.partial.csv")):
+            salvage(out, {"error": message, "rank": rank, "note": "records up to the last complete round"})
+        elif task.kind == "train" and (out / "failure.json").exists():
+            from lbsim.metrics.writers import write_json
+
+            data = json.loads((out / "failure.json").read_text(encoding="utf-8"))
+            data.update(error=message, rank=rank, rank_0_saw=data.get("error"))
+            write_json(out / "failure.json", data)

@@ -1,0 +1,212 @@
+"""The synchronous worker loop: one round per global update, batch-weighted all-reduce, SGD.
+
+One round on rank ``r`` (all ranks run the same code; rank 0 also holds the scheme)::
+
+    start    draw the global batch from the shared stream, keep this rank's x_r samples
+             forward/backward: g_r = mean gradient of the local loss (L2 penalty included)
+             [emulated contention: sleep until compute_end(start, real step time x multiplier)]
+    compute end: read CPU/memory availability
+    all_gather  one observation row per rank (batch, times, readings) -> rank 0 builds the
+                RoundObservation and calls scheme.next_batches (the shared lbsim sizing code)
+    all_reduce  SUM of [ g_r * x_r / X | the next batches and a stop flag, written by rank 0 only ]
+                -> every rank has g = sum_r (x_r / X) g_r, the mean gradient over the X samples
+                   (exactly the concatenated batch's), and rank 0's decision
+    step     w -= lr_t * g (momentum as lbsim.numerics.SGD); every replica applies the same update
+
+The decided batches travel in the tail of the gradient all-reduce (the other ranks contribute
+zeros there, so the sum is rank 0's values: a broadcast without a third collective per round).
+Batch sizes are integers below 2**24, exact in float32. All ranks therefore use the batch sizes
+rank 0's scheme decided, and the records show it.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from lbsim.contention.model import build_contention
+from lbsim.schemes.base import RoundObservation, WorkerObservation
+from runtime.config import RuntimeOptions, TrainingConfig
+from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
+from runtime.inject import Emulated, RealBurner
+from runtime.model import BatchSlicer, FlatModel, SGDState, TrainData
+from runtime.records import FIELDS, F, RoundLog
+from runtime.resources import ResourceReader
+
+
+@dataclass
+class LoopSpec:
+    """One run of the loop."""
+
+    scenario: Any
+    workers: tuple[Any, ...]
+    training: TrainingConfig
+    options: RuntimeOptions
+    scheme_factory: Callable[[], Any]  # called on rank 0 only
+    max_rounds: int | None
+    time_budget_s: float | None
+    inject: bool  # apply the scenario's contention (False while profiling)
+    out: Path | None  # rank 0 streams partial records here
+    scenario_path: str = ""
+    overrides: tuple[str, ...] = ()
+
+    def is_last(self, k: int, t: float) -> bool:
+        return (self.max_rounds is not None and k + 1 >= self.max_rounds) or (
+            self.time_budget_s is not None and t >= self.time_budget_s
+        )
+
+    def fraction(self, k: int, t: float) -> float:
+        parts = []
+        if self.max_rounds:
+            parts.append((k + 1) / self.max_rounds)
+        if self.time_budget_s:
+            parts.append(t / self.time_budget_s)
+        return min(1.0, max(parts)) if parts else 0.0
+
+
+@dataclass
+class LoopResult:
+    w: torch.Tensor
+    log: RoundLog | None  # rank 0 only
+    scheme: Any  # rank 0 only
+    end_s: float
+    replicas_identical: bool
+    notes: list[str]
+    decision_s: float = 0.0  # rank 0: mean time of the scheme's next_batches call per round
+
+
+def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:
+    obs = []
+    for i, row in enumerate(table):
+        oracle = float(row[F["oracle_slowdown"]])
+        obs.append(WorkerObservation(
+            worker=i, batch=int(row[F["batch"]]), compute_s=float(row[F["compute_end_s"]] - row[F["start_s"]]),
+            comm_s=0.0, wait_s=0.0, cpu_available=float(row[F["cpu_available"]]),
+            mem_available=float(row[F["mem_available"]]), oracle_slowdown=oracle if math.isfinite(oracle) else None,
+        ))
+    return RoundObservation(update=k, time_s=t, workers=tuple(obs))
+
+
+def _not_injected(conts: list[Any], mode: str) -> list[str]:
+    """What of the scenario's contention this mode does not reproduce (reported in the summary)."""
+    notes = []
+    for i, c in enumerate(conts):
+        if c.network:
+            notes.append(f"worker {i}: network contention is not injected by the runtime")
+        if mode == "real" and c.iterations:
+            notes.append(f"worker {i}: per-iteration trace multipliers are not applied in real mode")
+    return notes
+
+
+def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel,
+             data: TrainData, cores: list[int] | None) -> LoopResult:
+    r, n, dev = info.rank, info.world, info.device
+    dtype = getattr(torch, spec.options.dtype)
+    seed = spec.scenario.seed
+    w = model.initial(seed, dtype=dtype, device=dev)
+    opt = SGDState(spec.training)
+    slicer = BatchSlicer(int(data.X_train.shape[0]), seed, r)
+    conts = build_contention(spec.scenario, spec.workers)
+    cont = conts[r]
+    notes = _not_injected(conts, spec.options.contention) if spec.inject and r == 0 else []
+    scheme = spec.scheme_factory() if r == 0 else None
+    bt = torch.zeros(n, dtype=torch.int64, device=dev)
+    if scheme is not None:
+        bt[:] = torch.tensor(scheme.initial_batches(), dtype=torch.int64)
+    comm.broadcast(bt, "broadcast of the initial batches")
+    batches = [int(v) for v in bt.tolist()]
+    reader = ResourceReader(cores)
+    n_params = model.n_params
+    cuda = dev.type == "cuda"
+    burner: RealBurner | None = None
+    if spec.inject and spec.options.contention == "real":
+        burner = RealBurner(scenario=spec.scenario_path, overrides=list(spec.overrides), worker=r,
+                            cores=cores or [], cont=cont, horizon_s=spec.time_budget_s or 24 * 3600.0)
+        burner.prepare()
+    comm.barrier("start barrier")
+    t0 = time.monotonic()
+    emu: Emulated | None = None
+    if spec.inject and spec.options.contention == "emulated":
+        emu = Emulated(cont, t0)
+    elif burner is not None:
+        burner.start(t0)
+    log = RoundLog(n, spec.out) if r == 0 else None
+    multiplier = emu.iteration_multiplier(0) if emu else 1.0
+    decision_s: list[float] = []
+    k = 0
+    try:
+        while True:
+            hook.check(k)
+            start = time.monotonic() - t0
+            idx = slicer.next(batches)
+            x_r, total = batches[r], sum(batches)
+            if x_r > 0:
+                ii = torch.from_numpy(idx).to(dev)
+                loss, g = model.loss_and_grad(w, data.X_train[ii], data.y_train[ii])
+            else:
+                loss, g = math.nan, torch.zeros(n_params, dtype=dtype, device=dev)
+            if cuda:
+                torch.cuda.synchronize(dev)
+            real = time.monotonic() - t0 - start
+            if emu is not None:
+                emu.stretch(start, real, multiplier)
+            cend = time.monotonic() - t0
+            cpu_measured, mem = reader.cpu_available(), reader.mem_available()
+            if emu is not None:
+                next_multiplier = emu.iteration_multiplier(k + 1)
+                cpu, oracle = emu.cpu_available(cend), emu.oracle(cend, next_multiplier)
+            else:
+                next_multiplier, cpu, oracle = 1.0, cpu_measured, math.nan
+            row = [0.0] * len(FIELDS)
+            for name, value in (("round", k), ("batch", x_r), ("start_s", start), ("compute_end_s", cend),
+                                ("cpu_available", cpu), ("mem_available", mem), ("cpu_measured", cpu_measured),
+                                ("oracle_slowdown", oracle), ("real_compute_s", real), ("loss", loss)):
+                row[F[name]] = float(value)
+            table = comm.all_gather(torch.tensor(row, dtype=torch.float64, device=dev),
+                                    "all_gather of the observations", k).cpu().numpy()
+            flat = torch.zeros(n_params + n + 1, dtype=dtype, device=dev)
+            flat[:n_params] = g * (x_r / total)
+            if r == 0:
+                assert log is not None and scheme is not None
+                log.add(table)
+                stop = spec.is_last(k, cend)
+                t_decide = time.monotonic()
+                nxt = batches if stop else list(scheme.next_batches(_observation(table, k, cend)))
+                decision_s.append(time.monotonic() - t_decide)
+                flat[n_params:n_params + n] = torch.tensor(nxt, dtype=dtype)
+                flat[n_params + n] = 1.0 if stop else 0.0
+                hb.progress(spec.fraction(k, cend))
+            comm.all_reduce(flat, "all_reduce of the gradients", k)
+            opt.step(w, flat[:n_params])
+            tail = flat[n_params:].tolist()
+            batches = [int(round(v)) for v in tail[:n]]
+            multiplier = next_multiplier
+            k += 1
+            hb.beat(k)
+            if tail[n] > 0.5:
+                break
+        end = time.monotonic() - t0
+        closing = [math.nan] * len(FIELDS)
+        closing[F["start_s"]] = end
+        table = comm.all_gather(torch.tensor(closing, dtype=torch.float64, device=dev), "closing all_gather", k).cpu().numpy()
+        end_s = log.finish(table[:, F["start_s"]]) if log is not None else end
+        wd = w.detach().double()
+        check = torch.stack([wd.sum(), (wd * torch.arange(1, wd.numel() + 1, dtype=torch.float64, device=dev)).sum()])
+        checks = comm.all_gather(check, "all_gather of the replica checksums", k).cpu().numpy()
+        identical = bool(np.all(checks == checks[0]))
+    except BaseException:
+        if log is not None:
+            log.close()
+        raise
+    finally:
+        if burner is not None:
+            burner.stop()
+    return LoopResult(w=w, log=log, scheme=scheme, end_s=end_s, replicas_identical=identical, notes=notes,
+                      decision_s=float(np.mean(decision_s)) if decision_s else 0.0)

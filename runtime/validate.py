@@ -1,0 +1,122 @@
+"""Comparing the runtime with the simulator: the errors ``lbsim validate`` reports (pure; no torch).
+
+``lbsim validate`` profiles this machine, runs each scheme in the runtime with the calibrated
+figures, simulates the calibrated scenario, and for every scheme compares (runtime = truth). The
+profiles bracket each run (one before, one after): the runtime runs with the one before, the
+simulator gets both pooled, so a machine whose speed drifts (other tenants) is not counted as
+simulator error.
+
+* ``mean_iteration_s`` and ``throughput_samples_per_s``: relative error ``(simulator - runtime) / runtime``;
+* the batch-size trajectory: every worker's batch in every update both engines made,
+  ``batch_trajectory = sum |x_sim - x_rt| / sum x_rt`` over updates and workers (0: identical
+  decisions; 2: disjoint) — with measured, noisy step times the per-update decisions differ even
+  when the sizing converges to the same split, so ``mean_batch`` (the same distance between each
+  worker's mean batch over the run) is reported too.
+
+The engines' outputs are read back from their run directories (``summary.json``, ``iterations.csv``),
+so a comparison can be redone from saved runs.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+METRICS = ("mean_iteration_s", "throughput_samples_per_s", "p99_iteration_s", "mean_barrier_wait_s", "wait_fraction")
+
+
+def read_batches(run_dir: Path) -> dict[int, dict[int, int]]:
+    """``{update: {worker: batch}}`` of the gradients in each update (iterations.csv)."""
+    out: dict[int, dict[int, int]] = defaultdict(dict)
+    with open(run_dir / "iterations.csv", encoding="utf-8", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if int(row["update"]) >= 0 and row.get("dropped", "0") in ("0", "False", "false"):
+                out[int(row["update"])][int(row["worker"])] = int(row["batch"])
+    return dict(out)
+
+
+def _rel(sim: float | None, rt: float | None) -> float | None:
+    if sim is None or rt is None or rt == 0:
+        return None
+    return float(f"{(sim - rt) / rt:.6g}")
+
+
+def compare_runs(runtime_dir: Path, simulator_dir: Path) -> dict[str, Any]:
+    """Side-by-side figures and errors of one scheme."""
+    rt = json.loads((runtime_dir / "summary.json").read_text(encoding="utf-8"))
+    sim = json.loads((simulator_dir / "summary.json").read_text(encoding="utf-8"))
+    b_rt, b_sim = read_batches(runtime_dir), read_batches(simulator_dir)
+    common = sorted(set(b_rt) & set(b_sim))
+    workers = sorted({w for u in common for w in b_rt[u]})
+    diff = sum(abs(b_sim[u].get(w, 0) - b_rt[u].get(w, 0)) for u in common for w in workers)
+    total = sum(b_rt[u].get(w, 0) for u in common for w in workers)
+
+    def mean_batch(b: dict[int, dict[int, int]]) -> list[float]:
+        return [float(f"{sum(b[u].get(w, 0) for u in common) / max(1, len(common)):.6g}") for w in workers]
+
+    entry: dict[str, Any] = {"runtime": {}, "simulator": {}, "error": {}}
+    for m in METRICS:
+        entry["runtime"][m] = rt.get(m)
+        entry["simulator"][m] = sim.get(m)
+    entry["runtime"]["updates"], entry["simulator"]["updates"] = rt.get("updates"), sim.get("updates")
+    entry["runtime"]["mean_batch"], entry["simulator"]["mean_batch"] = mean_batch(b_rt), mean_batch(b_sim)
+    entry["runtime"]["final_batches"] = [b_rt[common[-1]].get(w, 0) for w in workers] if common else []
+    entry["simulator"]["final_batches"] = [b_sim[common[-1]].get(w, 0) for w in workers] if common else []
+    for m in ("mean_iteration_s", "throughput_samples_per_s"):
+        entry["error"][m] = _rel(sim.get(m), rt.get(m))
+    entry["error"]["batch_trajectory"] = float(f"{diff / total:.6g}") if total else None
+    mean_rt, mean_sim = entry["runtime"]["mean_batch"], entry["simulator"]["mean_batch"]
+    mean_diff = sum(abs(a - b) for a, b in zip(mean_sim, mean_rt, strict=True))
+    entry["error"]["mean_batch"] = float(f"{mean_diff / sum(mean_rt):.6g}") if sum(mean_rt) else None
+    entry["error"]["compared_updates"] = len(common)
+    return entry
+
+
+def validation_report(scenario: str, calibrations: dict[str, dict[str, Any]], entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The ``validation.json`` document (``calibrations``: the profile each scheme's run was calibrated with)."""
+    worst = {}
+    for m in ("mean_iteration_s", "throughput_samples_per_s", "batch_trajectory", "mean_batch"):
+        vals = [abs(e["error"][m]) for e in entries.values() if e["error"].get(m) is not None]
+        worst[m] = max(vals) if vals else None
+    speedup = None
+    if "bsp" in entries:
+        base_rt = entries["bsp"]["runtime"]["throughput_samples_per_s"]
+        base_sim = entries["bsp"]["simulator"]["throughput_samples_per_s"]
+        speedup = {
+            name: {"runtime": float(f"{e['runtime']['throughput_samples_per_s'] / base_rt:.6g}"),
+                   "simulator": float(f"{e['simulator']['throughput_samples_per_s'] / base_sim:.6g}")}
+            for name, e in entries.items() if base_rt and base_sim
+        }
+    return {
+        "scenario": scenario,
+        "error_definition": "(simulator - runtime) / runtime; batch_trajectory = sum|x_sim - x_rt| / sum x_rt",
+        "calibration": {
+            name: {"groups": cal.get("groups"), "workers": cal.get("workers"),
+                   "network": cal.get("overrides", {}).get("network"), "comm_s_mean": cal.get("comm_s_mean")}
+            for name, cal in calibrations.items()
+        },
+        "schemes": entries,
+        "speedup_vs_bsp": speedup,
+        "max_abs_error": worst,
+    }
+
+
+TABLE = (
+    ("mean iter rt (s)", lambda e: f"{e['runtime']['mean_iteration_s']:.4f}"),
+    ("mean iter sim (s)", lambda e: f"{e['simulator']['mean_iteration_s']:.4f}"),
+    ("err", lambda e: _pct(e["error"]["mean_iteration_s"])),
+    ("samples/s rt", lambda e: f"{e['runtime']['throughput_samples_per_s']:.0f}"),
+    ("samples/s sim", lambda e: f"{e['simulator']['throughput_samples_per_s']:.0f}"),
+    ("err", lambda e: _pct(e["error"]["throughput_samples_per_s"])),
+    ("batch traj err", lambda e: _pct(e["error"]["batch_trajectory"])),
+    ("mean batch err", lambda e: _pct(e["error"]["mean_batch"])),
+    ("final batches rt", lambda e: ",".join(map(str, e["runtime"]["final_batches"]))),
+    ("final batches sim", lambda e: ",".join(map(str, e["simulator"]["final_batches"]))),
+)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1%}"

@@ -1,0 +1,272 @@
+"""The per-rank entry point: set up the rank, run the job's tasks, report a failure.
+
+A :class:`Job` is a scenario (path and ``--set`` overrides), the runtime options and a list of
+tasks run in order inside one process group: ``train`` (one scheme, records in its ``out``) and
+``profile`` (calibration in its ``out``; later tasks with ``calibrated=True`` run the scenario with
+the measured figures — what ``lbsim validate`` does). Every rank loads the scenario itself, so
+nothing but the job description crosses process boundaries.
+
+Two ways in:
+
+* ``lbsim train`` / ``profile`` / ``validate`` start one process per worker on this machine
+  (:mod:`runtime.launch`, which calls :func:`spawn_entry`);
+* ``torchrun ... -m runtime.worker SCENARIO [lbsim train options]`` runs :func:`main` in every
+  rank it starts; the rendezvous comes from the environment (``env://``) and ``LOCAL_RANK`` picks
+  the rank's core(s) or GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from runtime.config import RuntimeOptions, cpu_cores, training_config
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: Literal["train", "profile"]
+    out: str
+    scheme: str | None = None  # switch to this scheme (None: the scenario's)
+    calibrated: bool = False  # use the figures of the job's profile task
+    overrides: tuple[str, ...] = ()  # this task's own --set overrides, after the job's
+
+
+@dataclass(frozen=True)
+class Job:
+    scenario: str  # absolute path
+    overrides: tuple[str, ...] = ()
+    options: RuntimeOptions = field(default_factory=RuntimeOptions)
+    tasks: tuple[Task, ...] = ()
+
+
+def _setup_threads(options: RuntimeOptions) -> None:
+    import torch
+
+    torch.set_num_threads(options.threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:  # already set (a second job in this process)
+        pass
+
+
+def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
+    """Run every task of ``job`` on this rank (the process group is up)."""
+    import torch
+
+    from lbsim.scenario.loader import load_scenario
+    from lbsim.scenario.resolve import resolve_workers
+    from runtime.dist import Comm, FailureHook
+    from runtime.model import FlatModel, load_data
+    from runtime.resources import pin_to_cores
+
+    _setup_threads(job.options)
+    cores = None
+    if job.options.pin_cores() and info.device.type == "cpu":
+        cores = pin_to_cores(info.local_rank, job.options.threads, cpu_cores())
+    comm = Comm(info)
+    hook = FailureHook(info.rank)
+    calibration_sets: list[str] = []
+    current: dict[str, Any] = {"task": None}
+    try:
+        for task in job.tasks:
+            current["task"] = task
+            overrides = [*job.overrides, *(calibration_sets if task.calibrated else []), *task.overrides]
+            scenario = load_scenario(job.scenario, overrides, scheme=task.scheme)
+            workers = resolve_workers(scenario)
+            training = training_config(scenario, job.options)
+            data = load_data(training, dtype=getattr(torch, job.options.dtype), device=info.device)
+            model = FlatModel(training, data.n_features, data.n_classes)
+            if task.kind == "profile":
+                sets = _profile(info, comm, heartbeat, hook, job, task, scenario, workers, training, model, data, cores)
+                calibration_sets = comm.broadcast_object(sets, "broadcast of the calibration")
+            else:
+                _train(info, comm, heartbeat, hook, job, task, scenario, workers, training, model, data, cores, overrides)
+    except BaseException as err:
+        _report(info.rank, err, heartbeat, current["task"], status)
+        raise
+
+
+def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
+    from lbsim.scenario.resolve import build_scheme_for
+    from runtime.loop import LoopSpec
+
+    return LoopSpec(
+        scenario=scenario, workers=workers, training=training, options=job.options,
+        scheme_factory=lambda: build_scheme_for(scenario, workers),
+        max_rounds=scenario.workload.updates, time_budget_s=scenario.workload.time_budget_s, inject=True,
+        out=Path(task.out) if task.kind == "train" else None, scenario_path=job.scenario, overrides=tuple(overrides),
+    )
+
+
+def _profile(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scenario: Any, workers: Any,
+             training: Any, model: Any, data: Any, cores: Any) -> list[str] | None:
+    from runtime.profile import run_profile, write_calibration
+
+    base = _loop_spec(job, task, scenario, workers, training, list(job.overrides))
+    cal = run_profile(info, comm, hb, hook, base, model, data, cores)
+    if cal is None:
+        return None
+    write_calibration(Path(task.out), cal, job.scenario, list(job.overrides))
+    return list(cal["sets"])
+
+
+def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scenario: Any, workers: Any,
+           training: Any, model: Any, data: Any, cores: Any, overrides: list[str]) -> None:
+    from lbsim.metrics.summary import summarize
+    from lbsim.output import write_run, write_scenario
+    from runtime.loop import run_loop
+    from runtime.records import salvage
+
+    out = Path(task.out)
+    if info.rank == 0:
+        write_scenario(out, scenario)
+        for stale in ("summary.json", "failure.json", "model.pt"):
+            (out / stale).unlink(missing_ok=True)
+    spec = _loop_spec(job, task, scenario, workers, training, overrides)
+    try:
+        res = run_loop(info, comm, hb, hook, spec, model, data, cores)
+    except BaseException as err:
+        if info.rank == 0:
+            from runtime.dist import CollectiveError
+
+            peer = isinstance(err, CollectiveError)  # another rank failed; the launcher (or torchrun) names it
+            salvage(out, {"error": f"{type(err).__name__}: {' '.join(str(err).split())}", "rank": None if peer else 0,
+                          "reported_by_rank": 0, "note": "records up to the last complete round"})
+        raise
+    if info.rank != 0:
+        return
+    log, scheme = res.log, res.scheme
+    assert log is not None
+    loss, acc = model.evaluate(res.w, data.X_test, data.y_test)
+    extra: dict[str, Any] = dict(scheme.diagnostics())
+    extra.update(final_loss=float(f"{loss:.12g}"), final_accuracy=float(f"{acc:.12g}"))
+    extra["runtime"] = {
+        "backend": info.backend, "world_size": info.world, "contention": job.options.contention,
+        "threads_per_rank": job.options.threads, "pinned_cores": cores is not None,
+        "dataset": training.dataset, "model": training.model, "hidden": training.hidden if training.model == "mlp" else None,
+        "parameters": model.n_params, "dtype": job.options.dtype, "lr": training.lr,
+        "replicas_identical": res.replicas_identical, "decision_s_mean": float(f"{res.decision_s:.6g}"),
+        "notes": res.notes,
+    }
+    summary = summarize(log.iterations, log.updates, scheme=scheme.name, seed=scenario.seed, engine="runtime",
+                        workers=info.world, end_s=res.end_s, synchronous=True, extra=extra)
+    from lbsim.metrics.writers import write_csv
+    from runtime.records import OBSERVATION_COLUMNS
+
+    log.discard_partials()
+    write_csv(out / "observations.csv", OBSERVATION_COLUMNS, log.observations)
+    write_run(out, log.iterations, log.updates, summary)
+    import torch
+
+    torch.save({"w": res.w.detach().cpu(), "model": training.model, "hidden": training.hidden}, out / "model.pt")
+
+
+def _report(rank: int, err: BaseException, hb: Any, task: Task | None, status: Path | None) -> None:
+    """Write this rank's failure report for the launcher (spawn mode) or print it (torchrun)."""
+    from runtime.dist import CollectiveError
+
+    kind = "collective" if isinstance(err, CollectiveError) else "error"
+    report = {
+        "rank": rank, "kind": kind, "type": type(err).__name__, "message": " ".join(str(err).split())[:500],
+        "round": getattr(hb, "round", None), "task": task.kind if task else None, "out": task.out if task else None,
+        "time": time.time(), "traceback": traceback.format_exc()[-4000:],
+    }
+    if status is not None:
+        tmp = status / f".rank{rank}.json.tmp"
+        tmp.write_text(json.dumps(report), encoding="utf-8")
+        os.replace(tmp, status / f"rank{rank}.json")
+    else:
+        print(f"lbsim runtime: rank {rank} failed ({kind}) in round {report['round']}: {report['type']}: {report['message']}",
+              file=sys.stderr)
+
+
+def spawn_entry(rank: int, world: int, port: int, job: Job, shared: Any, status: str) -> None:
+    """Target of the launcher's processes: one rank on 127.0.0.1."""
+    from runtime.dist import Heartbeat, init_group
+
+    hb = Heartbeat(shared, rank)
+    status_dir = Path(status)
+    try:
+        info = init_group(rank=rank, world=world, local_rank=rank, master_addr="127.0.0.1", master_port=port,
+                          backend=job.options.backend, timeout_s=job.options.timeout_s)
+    except BaseException as err:
+        _report(rank, err, hb, None, status_dir)
+        sys.exit(1)
+    try:
+        run_job(info, job, hb, status_dir)
+    except BaseException:
+        if os.environ.get("LBSIM_DEBUG"):
+            traceback.print_exc()
+        os._exit(1)  # the report is written; skip the process group's teardown (peers may be gone)
+    import torch.distributed as dist
+
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``torchrun [--nnodes ...] --nproc-per-node N -m runtime.worker SCENARIO [lbsim train options]``."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    from lbsim.cli import build_parser
+    from lbsim.errors import InputError
+    from lbsim.scenario.loader import load_scenario
+    from runtime.config import check_runnable
+    from runtime.dist import Heartbeat, RankInfo, env_rank
+
+    args = build_parser().parse_args(["train", *(sys.argv[1:] if argv is None else argv)])
+    options = options_from_args(args)
+    env = env_rank()
+    try:
+        scenario = load_scenario(args.scenario, args.set, scheme=args.scheme)
+        check_runnable(scenario, options, nproc=env["world"])
+    except InputError as err:
+        if env["rank"] == 0:
+            print(f"lbsim: error: {err}", file=sys.stderr)
+        return 2
+    out = str(Path(args.out or default_out(args.scenario, scenario.scheme.kind)).resolve())  # type: ignore[attr-defined]
+    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+              tasks=(Task("train", out, scheme=args.scheme),))
+
+    @record
+    def _run() -> None:
+        device = torch.device("cuda", env["local_rank"]) if options.backend == "nccl" else torch.device("cpu")
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+        dist.init_process_group(options.backend, init_method="env://", rank=env["rank"], world_size=env["world"],
+                                timeout=datetime.timedelta(seconds=options.timeout_s))
+        info = RankInfo(env["rank"], env["world"], env["local_rank"], options.backend, device)
+        run_job(info, job, Heartbeat(None, env["rank"]), None)
+        dist.destroy_process_group()
+
+    _run()
+    if env["rank"] == 0:
+        print(f"results in {out}/")
+    return 0
+
+
+def default_out(scenario: str, leaf: str) -> Path:
+    return Path("runs") / Path(scenario).name.split(".")[0] / "runtime" / leaf
+
+
+def options_from_args(args: Any) -> RuntimeOptions:
+    """The :class:`RuntimeOptions` of parsed ``lbsim train``-style arguments."""
+    opts = RuntimeOptions()
+    fields = {"backend": "backend", "contention": "contention", "threads": "threads", "affinity": "affinity",
+              "model": "model", "hidden": "hidden", "lr": "lr", "dtype": "dtype", "timeout_s": "timeout_s"}
+    values = {k: getattr(args, a) for k, a in fields.items() if getattr(args, a, None) is not None}
+    return replace(opts, **values)
+
+
+if __name__ == "__main__":  # pragma: no cover - torchrun entry
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""The torch.distributed runtime on gloo with 2-4 CPU processes (issue 6).
+
+* batch-weighted aggregation over unequal batches equals single-process training on the
+  concatenated batch (a numpy reference built from ``lbsim.numerics``, not from the runtime);
+* every rank uses the batch sizes the shared sizing code decided (replayed from the records);
+* on ``scenarios/validation/cpu4.yaml`` LB-BSP beats BSP, and ``lbsim validate`` writes its errors;
+* a rank that crashes, dies or hangs ends the run with an error naming it, and the records are kept.
+
+No wall-clock limits are asserted: the machine is shared.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("psutil")
+
+from lbsim.cli import main  # noqa: E402
+from lbsim.numerics import SharedStream, load_dataset, make_model  # noqa: E402
+from lbsim.rng import stream  # noqa: E402
+from lbsim.scenario.loader import load_scenario  # noqa: E402
+from lbsim.scenario.resolve import build_scheme_for, resolve_workers  # noqa: E402
+from lbsim.schemes.base import RoundObservation, WorkerObservation  # noqa: E402
+from runtime.config import RuntimeOptions  # noqa: E402
+from runtime.launch import RuntimeFailure, launch  # noqa: E402
+from runtime.worker import Job, Task  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+CPU4 = REPO / "scenarios" / "validation" / "cpu4.yaml"
+
+
+def _scenario(tmp_path: Path, speeds: list[float], *, global_batch: int, updates: int, model: str = "softmax",
+              scheme: str = "static", extra: str = "") -> Path:
+    groups = "\n".join(f"    - {{instance: c5.xlarge, count: 1, t0_s: 0.0, samples_per_s: {v}, max_batch: 512}}" for v in speeds)
+    text = (
+        f"name: t{len(speeds)}\nseed: 5\n"
+        f"workload: {{model: resnet50_imagenet, global_batch: {global_batch}, updates: {updates}}}\n"
+        f"cluster:\n  groups:\n{groups}\n"
+        "network: {name: ring_allreduce}\n"
+        f"numerics: {{model: {model}, hidden: 16, learning_rate: 0.5}}\n"
+        f"scheme: {{name: {scheme}}}\n{extra}"
+    )
+    path = tmp_path / f"s{len(speeds)}.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with open(path, encoding="utf-8", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _batches(run: Path) -> dict[int, list[int]]:
+    out: dict[int, dict[int, int]] = {}
+    for r in _rows(run / "iterations.csv"):
+        out.setdefault(int(r["update"]), {})[int(r["worker"])] = int(r["batch"])
+    return {u: [b[w] for w in sorted(b)] for u, b in sorted(out.items())}
+
+
+@pytest.mark.parametrize(("speeds", "global_batch", "model"), [([1000.0, 3000.0], 40, "mlp"), ([1.0, 2.0, 4.0], 35, "softmax")])
+def test_weighted_aggregation_equals_concatenated_batch(tmp_path: Path, speeds: list[float], global_batch: int, model: str) -> None:
+    """After several steps on unequal per-rank batches, the weights equal one process on the concatenation."""
+    path = _scenario(tmp_path, speeds, global_batch=global_batch, updates=6, model=model)
+    out = tmp_path / "run"
+    options = RuntimeOptions(dtype="float64", timeout_s=60)
+    launch(Job(scenario=str(path), options=options, tasks=(Task("train", str(out)),)), len(speeds))
+
+    per_update = _batches(out)
+    assert len(per_update) == 6
+    assert all(sum(b) == global_batch for b in per_update.values())
+    assert len(set(per_update[0])) == len(speeds), "the test needs unequal batches"
+
+    # Reference: single-process numpy SGD (lbsim.numerics) on the concatenated global batch.
+    scenario = load_scenario(path)
+    ds = load_dataset("digits")
+    ref = make_model(model, ds.n_features, ds.n_classes, hidden=16, l2=scenario.numerics.l2)
+    w = ref.init(stream(scenario.seed, "numerics", "init"))
+    order = SharedStream(ds.n_train, stream(scenario.seed, "numerics", "shared"))
+    for _u, batches in per_update.items():
+        idx = np.concatenate([order.draw(b) for b in batches])
+        _loss, g = ref.loss_and_grad(w, ds.X_train[idx], ds.y_train[idx])
+        w = w - 0.5 * g
+    got = torch.load(out / "model.pt")["w"].numpy()
+    np.testing.assert_allclose(got, w, rtol=0, atol=1e-6)
+    assert np.max(np.abs(got - ref.init(stream(scenario.seed, "numerics", "init")))) > 1e-3  # it did train
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "runtime" and summary["runtime"]["replicas_identical"] is True
+
+
+@pytest.fixture(scope="module")
+def cpu4_validation(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One short ``lbsim validate`` of cpu4.yaml (profile + runtime + simulator, bsp and lbbsp)."""
+    out = tmp_path_factory.mktemp("validate")
+    rc = main(["validate", str(CPU4), "--set", "workload.updates=30", "--out", str(out), "-q"])
+    assert rc == 0
+    return out
+
+
+def test_validate_writes_errors(cpu4_validation: Path) -> None:
+    report = json.loads((cpu4_validation / "validation.json").read_text())
+    assert set(report["schemes"]) == {"bsp", "lbbsp"}
+    for name, entry in report["schemes"].items():
+        for key in ("mean_iteration_s", "throughput_samples_per_s", "batch_trajectory"):
+            assert isinstance(entry["error"][key], float), (name, key)
+        assert entry["error"]["compared_updates"] == 30
+        for engine in ("runtime", "simulator"):
+            summary = json.loads((cpu4_validation / engine / name / "summary.json").read_text())
+            assert summary["engine"] == engine and summary["updates"] == 30
+            for f in ("scenario.resolved.yaml", "iterations.csv", "updates.csv"):
+                assert (cpu4_validation / engine / name / f).is_file()
+    assert report["schemes"]["bsp"]["error"]["batch_trajectory"] == 0.0
+    cal = report["calibration"]["lbbsp"]
+    assert len(cal["workers"]) == 4 and cal["network"]["name"] == "ring_allreduce"
+
+
+def test_lbbsp_beats_bsp_in_the_runtime(tmp_path: Path) -> None:
+    """Worker 3 is emulated 2x slower: LB-BSP shrinks its batch and the others stop waiting for it.
+
+    BSP and LB-BSP alternate in one process group (three short runs each), so a change in the load
+    other tenants put on this shared machine hits both schemes alike.
+    """
+    order = ("bsp", "lbbsp") * 3
+    tasks = tuple(Task("train", str(tmp_path / f"{i}-{name}"), scheme=name, overrides=("workload.updates=20",))
+                  for i, name in enumerate(order))
+    launch(Job(scenario=str(CPU4), tasks=tasks), 4)
+    samples = {"bsp": 0.0, "lbbsp": 0.0}
+    seconds = {"bsp": 0.0, "lbbsp": 0.0}
+    for i, name in enumerate(order):
+        summary = json.loads((tmp_path / f"{i}-{name}" / "summary.json").read_text())
+        samples[name] += summary["samples"]
+        seconds[name] += summary["sim_time_s"]
+    assert samples["lbbsp"] / seconds["lbbsp"] > samples["bsp"] / seconds["bsp"]
+    last = _batches(tmp_path / "5-lbbsp")
+    mean = [np.mean([last[u][w] for u in range(10, 20)]) for w in range(4)]
+    assert mean[3] < min(mean[:3])
+
+
+def test_every_rank_used_the_batches_the_sizing_code_decided(cpu4_validation: Path) -> None:
+    """Replay LBBSP.next_batches on the recorded observations: it returns the recorded batches."""
+    run = cpu4_validation / "runtime" / "lbbsp"
+    scenario = load_scenario(run / "scenario.resolved.yaml")
+    scheme = build_scheme_for(scenario, resolve_workers(scenario))
+    recorded = _batches(run)
+    assert all(sum(b) == scenario.workload.global_batch for b in recorded.values())
+    assert list(scheme.initial_batches()) == recorded[0]
+    obs: dict[int, list[WorkerObservation]] = {}
+    for r in _rows(run / "observations.csv"):
+        obs.setdefault(int(r["iteration"]), []).append(WorkerObservation(
+            worker=int(r["worker"]), batch=int(r["batch"]), compute_s=float(r["compute_s"]), comm_s=0.0, wait_s=0.0,
+            cpu_available=float(r["cpu_available"]), mem_available=float(r["mem_available"])))
+    moved = 0
+    for u in range(len(recorded) - 1):
+        decided = list(scheme.next_batches(RoundObservation(u, 0.0, tuple(sorted(obs[u], key=lambda o: o.worker)))))
+        assert decided == recorded[u + 1], f"update {u + 1}"
+        moved += decided != recorded[u]
+    assert moved > 0
+
+
+@pytest.mark.parametrize(("mode", "expect"), [("raise", "rank 1 failed in round 3 of train: InjectedFailure"),
+                                              ("exit", "rank 1 died without a report in round 3 (exit code 3)")])
+def test_a_crashing_rank_is_named_and_records_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      mode: str, expect: str) -> None:
+    path = _scenario(tmp_path, [1000.0, 1000.0], global_batch=32, updates=50)
+    out = tmp_path / "run"
+    monkeypatch.setenv("LBSIM_RUNTIME_FAIL", f"1:3:{mode}")
+    with pytest.raises(RuntimeFailure) as info:
+        launch(Job(scenario=str(path), options=RuntimeOptions(timeout_s=30), tasks=(Task("train", str(out)),)), 2)
+    assert info.value.rank == 1
+    assert expect in str(info.value)
+    assert not (out / "summary.json").exists()
+    failure = json.loads((out / "failure.json").read_text())
+    assert failure["rank"] == 1 and "rank 1" in failure["error"]
+    kept = _batches(out)
+    assert 1 <= len(kept) <= 3 and list(kept) == list(range(len(kept)))  # whole rounds before the failure
+    assert not list(out.glob("*.partial.csv"))
+
+
+def test_a_hung_rank_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = _scenario(tmp_path, [1000.0, 1000.0], global_batch=32, updates=50)
+    monkeypatch.setenv("LBSIM_RUNTIME_FAIL", "0:2:hang")
+    with pytest.raises(RuntimeFailure) as info:
+        launch(Job(scenario=str(path), options=RuntimeOptions(timeout_s=3), tasks=(Task("train", str(tmp_path / "run")),)), 2)
+    assert info.value.rank == 0
+    assert "rank 0 hung in round 2" in str(info.value)
+
+
+def test_cli_train_and_unsupported_scheme(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = _scenario(tmp_path, [1000.0, 2000.0], global_batch=30, updates=5, scheme="lbbsp")
+    out = tmp_path / "train"
+    assert main(["train", str(path), "--out", str(out), "-q", "--set", "scheme.predictor=last"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scheme"] == "lbbsp" and summary["engine"] == "runtime" and summary["updates"] == 5
+    assert summary["samples"] == 150 and 0 < summary["final_accuracy"] <= 1
+
+    assert main(["train", str(path), "--scheme", "ssp", "--set", "network={name: parameter_server}", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "scheme.name" in err and "'ssp'" in err and "bsp, static, lbbsp" in err
+    assert not (tmp_path / "x").exists()
+    assert main(["train", str(path), "--nproc", "3", "--out", str(tmp_path / "x")]) == 2
+    assert "--nproc" in capsys.readouterr().err
+
+
+def test_real_contention_burns_the_workers_core(tmp_path: Path) -> None:
+    """--contention real: from t = 1 s a co-located burner on worker 1's core leaves it about a third of it.
+
+    Worker 1 is compared with itself before the burner starts (not with worker 0: other tenants'
+    processes that the burner pushes off core 1 land on worker 0's core).
+    """
+    extra = "contention:\n  - {name: scheduled, workers: [1], start_s: 1.0, slowdown: 3}\n"
+    path = _scenario(tmp_path, [1000.0, 1000.0], global_batch=512, updates=150, model="mlp", scheme="bsp", extra=extra)
+    path.write_text(path.read_text().replace("hidden: 16", "hidden: 2048"))
+    out = tmp_path / "run"
+    launch(Job(scenario=str(path), options=RuntimeOptions(contention="real"), tasks=(Task("train", str(out)),)), 2)
+    start = {(r["worker"], r["iteration"]): float(r["start_s"]) for r in _rows(out / "iterations.csv")}
+    rows = [r for r in _rows(out / "observations.csv") if int(r["iteration"]) >= 3]
+
+    def mean(field: str, worker: int, after: bool) -> float:
+        return float(np.mean([float(r[field]) for r in rows if r["worker"] == str(worker)
+                              and (start[(r["worker"], r["iteration"])] > 1.1) == after]))
+
+    assert mean("real_compute_s", 1, True) > 1.3 * mean("real_compute_s", 1, False)  # about 2.5x on an idle machine
+    assert mean("cpu_measured", 1, True) < 0.75
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["runtime"]["contention"] == "real" and summary["runtime"]["pinned_cores"] is True
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_nccl_one_gpu_per_rank(tmp_path: Path, ranks: int) -> None:
+    if not torch.cuda.is_available() or torch.cuda.device_count() < ranks:
+        pytest.skip(f"needs {ranks} CUDA GPU(s)")
+    path = _scenario(tmp_path, [1000.0, 3000.0][:ranks], global_batch=40, updates=5, model="mlp")
+    out = tmp_path / "run"
+    launch(Job(scenario=str(path), options=RuntimeOptions(backend="nccl", dtype="float64"), tasks=(Task("train", str(out)),)), ranks)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["runtime"]["backend"] == "nccl" and summary["runtime"]["replicas_identical"] is True
+    assert summary["updates"] == 5
+
+
+def test_torchrun_runs_the_same_entry_point(tmp_path: Path) -> None:
+    """The documented command: torchrun --nproc-per-node=2 -m runtime.worker SCENARIO --out DIR."""
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("torchrun") is None:
+        pytest.skip("torchrun not on PATH")
+    path = _scenario(tmp_path, [1000.0, 3000.0], global_batch=40, updates=4)
+    out = tmp_path / "run"
+    proc = subprocess.run(["torchrun", "--nnodes=1", "--nproc-per-node=2", "-m", "runtime.worker", str(path), "--out", str(out)],
+                          cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "runtime" and summary["updates"] == 4 and summary["runtime"]["world_size"] == 2
+
+
+def test_every_lbbsp_variant_runs(tmp_path: Path) -> None:
+    """All LB-BSP variants and predictors (oracle: emulated mode knows the schedule) in one process group."""
+    extra = "contention:\n  - {name: scheduled, workers: [1], start_s: 0, slowdown: 2}\n"
+    path = _scenario(tmp_path, [1000.0, 1000.0], global_batch=64, updates=25, scheme="lbbsp", extra=extra)
+    variants = {
+        "cpu_narx": ("scheme.variant=cpu", "scheme.predictor=narx", "scheme.narx_warmup=5"),
+        "cpu_oracle": ("scheme.variant=cpu", "scheme.predictor=oracle"),
+        "gpu": ("scheme.variant=gpu", "scheme.window=2"),
+        "gpu_model": ("scheme.variant=gpu_model",),
+        "auto": ("scheme.variant=auto", "scheme.predictor=last"),
+    }
+    tasks = tuple(Task("train", str(tmp_path / name), overrides=sets) for name, sets in variants.items())
+    launch(Job(scenario=str(path), tasks=tasks), 2)
+    for name, sets in variants.items():
+        summary = json.loads((tmp_path / name / "summary.json").read_text())
+        assert summary["updates"] == 25 and f"scheme.variant={summary['variant']}" == sets[0]
+        batches = _batches(tmp_path / name)
+        assert all(sum(b) == 64 for b in batches.values())
+    oracle = _batches(tmp_path / "cpu_oracle")
+    assert oracle[24] == [43, 21]  # the oracle knows worker 1 is exactly 2x slower
