@@ -15,7 +15,7 @@ import simpy
 
 from lbsim.contention.model import WorkerContention
 from lbsim.fetch import DataLayout
-from lbsim.metrics.records import IterationLog, IterationRecord, UpdateRecord
+from lbsim.metrics.records import IterationLog, IterationRecord, RecordLog, UpdateTable
 from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.resolve import WorkerSpec, gradient_bytes
@@ -40,7 +40,7 @@ class SimEnv(simpy.Environment):
         self.data: DataLayout | None = resolve_data(scenario.data, workers)  # None: data local and free
         self.numerics: Trainer | None = None  # set by simulate() when numerics are enabled
         self.iterations = IterationLog()  # compact columns (lbsim.metrics.records); .table() at the end
-        self.updates: list[UpdateRecord] = []
+        self.updates = RecordLog(UpdateTable)  # compact columns; .table() at the end
         self.update_target = scenario.workload.updates
         self.budget_s = scenario.workload.time_budget_s
         self.finished = self.event()
@@ -61,15 +61,20 @@ class SimEnv(simpy.Environment):
         return not self.stopped and (self.update_target is None or self.version < self.update_target)
 
     def record_update(self, samples: int, gradients: int) -> int:
-        u = UpdateRecord(self.version, self.now, samples, gradients)
-        self.updates.append(u)
+        update = len(self.updates)
+        self.updates.add((update, self._now, samples, gradients))
         if self._progress is not None:
             self._progress(self.progress_fraction())
-        return u.update
+        return update
 
     def record_iteration(self, rec: IterationRecord) -> None:
         if not self.stopped:
             self.iterations.append(rec)
+
+    def record_row(self, row: tuple) -> None:  # type: ignore[type-arg]
+        """:meth:`record_iteration` for a record given as the tuple of its fields (cheaper)."""
+        if not self.stopped:
+            self.iterations.add(row)
 
     def progress_fraction(self) -> float:
         parts = []

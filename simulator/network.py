@@ -15,6 +15,7 @@ hop).
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Generator
 from typing import Any
 
@@ -27,25 +28,89 @@ def bytes_per_s(gbps: float) -> float:
     return gbps * 1e9 / 8.0
 
 
+class Lane:
+    """A FIFO server of capacity one: ``simpy.Resource(env, capacity=1)``'s schedule, lighter.
+
+    ``yield lane.request()`` waits for the server; ``lane.release()`` frees it. The events are
+    those simpy's resource schedules, in the same order, so a run is the same event for event:
+    a request is granted (its event triggered) when it is made if the server is free and nobody
+    waits, else when the release ahead of it is *processed* (simpy grants on processing its
+    Release event, not when ``release`` is called; a request made in between, with the server
+    free, is granted on the spot). A release with nobody waiting schedules no event: simpy's
+    would be processed while the server is still free or held by a later request (granted after
+    it), i.e. do nothing. Not for processes that can be interrupted while they wait or hold.
+    """
+
+    __slots__ = ("env", "busy", "waiting", "_grant_cb")
+
+    def __init__(self, env: Any) -> None:
+        self.env = env
+        self.busy = False
+        self.waiting: deque[simpy.Event] = deque()
+        self._grant_cb = self._grant  # bound once
+
+    def request(self) -> simpy.Event:
+        if not self.busy and not self.waiting:  # granted on the spot: a timeout of 0 is scheduled
+            self.busy = True  # exactly as a succeeded event (now, NORMAL, next id), value None
+            return self.env.timeout(0)
+        ev = simpy.Event(self.env)
+        self.waiting.append(ev)
+        self._grant()  # the server may be free with requests still waiting for a release's event
+        return ev
+
+    def _grant(self, _event: Any = None) -> None:
+        if not self.busy and self.waiting:
+            self.busy = True
+            ev = self.waiting.popleft()  # ev.succeed(), inlined
+            ev._ok = True
+            ev._value = None
+            self.env.schedule(ev)
+
+    def release(self) -> None:
+        self.busy = False
+        if self.waiting:  # simpy's Release event: the head is granted when it is processed
+            self.env.timeout(0).callbacks.append(self._grant_cb)  # scheduled as a succeeded event
+
+
 class ParameterServer:
-    def __init__(self, env: Any, config: ParameterServerConfig) -> None:
+    """The server's inbound and outbound NIC queues and its serial apply queue.
+
+    ``lanes=True`` uses :class:`Lane` (same schedule, less overhead) for drivers whose processes
+    are never interrupted; the synchronous driver, which drops backup workers by interrupting
+    them mid-transfer, keeps ``simpy.Resource``.
+    """
+
+    def __init__(self, env: Any, config: ParameterServerConfig, *, lanes: bool = False) -> None:
         self.env = env
         self.config = config
-        self.nic_in = simpy.Resource(env, capacity=1)
-        self.nic_out = simpy.Resource(env, capacity=1)
-        self.applier = simpy.Resource(env, capacity=1)
+        self.lanes = lanes
+        if lanes:
+            self.nic_in: Any = Lane(env)
+            self.nic_out: Any = Lane(env)
+            self.applier: Any = Lane(env)
+        else:
+            self.nic_in = simpy.Resource(env, capacity=1)
+            self.nic_out = simpy.Resource(env, capacity=1)
+            self.applier = simpy.Resource(env, capacity=1)
         self.server_hold_s = env.gradient_bytes / (config.shards * bytes_per_s(config.server_bandwidth_gbps))
         self.apply_each_s = config.apply_s / config.shards
+        # per worker: gradient bytes over the worker's own nominal link (seconds, before contention)
+        self.link_s = [env.gradient_bytes / bytes_per_s(w.bandwidth_gbps) for w in env.workers]
 
-    def _transfer(self, worker: int, nic: simpy.Resource) -> Generator[Any, Any, None]:
+    def _transfer(self, worker: int, nic: Any) -> Generator[Any, Any, None]:
         env = self.env
         requested = env.now
         own_s = env.gradient_bytes * env.contention[worker].network_factor(requested) / bytes_per_s(
             env.workers[worker].bandwidth_gbps
         )
-        with nic.request() as req:
-            yield req
+        if self.lanes:
+            yield nic.request()
             yield env.timeout(self.server_hold_s)
+            nic.release()
+        else:
+            with nic.request() as req:
+                yield req
+                yield env.timeout(self.server_hold_s)
         left = requested + own_s - env.now
         yield env.timeout(max(0.0, left) + self.config.latency_s)
 
@@ -59,6 +124,11 @@ class ParameterServer:
 
     def apply(self) -> Generator[Any, Any, None]:
         """Wait for the serial apply queue, then apply one gradient."""
+        if self.lanes:
+            yield self.applier.request()
+            yield self.env.timeout(self.apply_each_s)
+            self.applier.release()
+            return
         with self.applier.request() as req:
             yield req
             yield self.env.timeout(self.apply_each_s)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lbsim.contention.model import build_contention
-from lbsim.metrics.records import IterationRecord, UpdateRecord
+from lbsim.metrics.records import ColumnRows, IterationRecord, UpdateRecord
 from lbsim.metrics.summary import summarize
 from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.resolve import build_scheme_for, resolve_workers, select_workers
@@ -22,7 +22,6 @@ from simulator.fast_sync import FastSync, ineligible
 from simulator.sync import SyncDriver
 from simulator.wbsp import WBSPDriver
 
-
 # Which engine loop carries out a scheme's decisions, by the scheme's ``driver`` attribute.
 DRIVERS = {"sync": SyncDriver, "async": AsyncDriver, "wbsp": WBSPDriver}
 
@@ -30,9 +29,9 @@ DRIVERS = {"sync": SyncDriver, "async": AsyncDriver, "wbsp": WBSPDriver}
 @dataclass(frozen=True)
 class RunResult:
     iterations: Sequence[IterationRecord]  # an IterationTable: numpy columns, read as IterationRecord objects
-    updates: tuple[UpdateRecord, ...]
+    updates: Sequence[UpdateRecord]  # an UpdateTable: numpy columns, read as UpdateRecord objects
     summary: dict[str, Any]
-    decisions: tuple[dict[str, Any], ...] = ()  # the scheme's own per-decision log (e.g. ElasticBSP supersteps)
+    decisions: Sequence[dict[str, Any]] = ()  # the scheme's own per-decision log (e.g. ElasticBSP supersteps)
     numerics: tuple[dict[str, float], ...] = ()  # the learning curve (update, time_s, loss, accuracy) in numerics mode
 
 
@@ -58,13 +57,16 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     if env.numerics is not None:
         extra.update(env.numerics.finish(env.now))
         curve = tuple(env.numerics.curve())
-    iterations = env.iterations.table()
+    iterations, updates = env.iterations.table(), env.updates.table()
     summary = summarize(
-        iterations, env.updates, scheme=scheme.name, seed=scenario.seed, engine="simulator",
+        iterations, updates, scheme=scheme.name, seed=scenario.seed, engine="simulator",
         workers=env.n, end_s=env.now, synchronous=scheme.synchronous, extra=extra,
     )
-    decisions = tuple(scheme.decision_rows()) if hasattr(scheme, "decision_rows") else ()
-    return RunResult(iterations, tuple(env.updates), summary, decisions, curve)
+    decisions: Sequence[dict[str, Any]] = ()
+    if hasattr(scheme, "decision_rows"):
+        rows = scheme.decision_rows()
+        decisions = rows if isinstance(rows, ColumnRows) else tuple(rows)  # ColumnRows: built on access
+    return RunResult(iterations, updates, summary, decisions, curve)
 
 
 def build_trainer(scenario: Scenario, workers: Any, scheme: Any, env: SimEnv) -> Trainer:

@@ -60,14 +60,13 @@ from typing import Any
 
 import simpy
 
-from lbsim.metrics.records import IterationRecord
 from lbsim.schemes.base import WorkerObservation
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
-from simulator.network import ParameterServer
+from simulator.network import ParameterServer, bytes_per_s
 
 
-@dataclass
+@dataclass(slots=True)
 class Step:
     """One local step, until its record can be written (it ended and its round closed)."""
 
@@ -102,10 +101,11 @@ class WBSPDriver:
     def __init__(self, env: SimEnv) -> None:
         self.env = env
         self.scheme = env.scheme
-        self.ps = ParameterServer(env, env.scenario.network)  # type: ignore[arg-type]
+        self.ps = ParameterServer(env, env.scenario.network, lanes=True)  # type: ignore[arg-type]
         self.open_steps: list[Step] = []  # steps whose deltas are applied in the open round
         self.flagged = [False] * env.n  # the next upload reply tells the worker to pull
         self.blocking = bool(getattr(self.scheme.cfg, "overlap_pull_blocks", True))
+        self._observe_step = getattr(self.scheme, "observe_step", None)
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None  # None: data local and free
         # numerics: each worker's own model copy and the global snapshot of every closed round
         self.numerics = env.numerics
@@ -156,24 +156,25 @@ class WBSPDriver:
             return
         compute_s = s.compute_end_s - s.compute_start_s
         fetch_s = s.compute_start_s - s.start_s
-        self.env.record_iteration(
-            IterationRecord(
-                worker=s.worker, iteration=s.iteration, update=s.update, start_s=s.start_s, compute_s=compute_s,
-                comm_s=s.end_s - s.start_s - fetch_s - compute_s - s.wait_s, wait_s=s.wait_s, end_s=s.end_s,
-                batch=s.batch, staleness=s.update - s.base_version, weight=s.batch / s.samples, fetch_s=fetch_s,
-            )
-        )
+        self.env.record_row((  # an IterationRecord's fields, in order
+            s.worker, s.iteration, s.update, s.start_s, compute_s, s.end_s - s.start_s - fetch_s - compute_s - s.wait_s,
+            s.wait_s, s.end_s, s.batch, s.update - s.base_version, False, s.batch / s.samples, fetch_s,
+        ))
 
     def _end_step(self, s: Step) -> None:
         env = self.env
-        s.end_s = env.now
-        self.scheme.observe(
-            WorkerObservation(
-                worker=s.worker, batch=s.batch, compute_s=s.compute_end_s - s.compute_start_s, comm_s=s.comm_s,
-                wait_s=s.wait_s, cpu_available=env.contention[s.worker].cpu_available(env.now),
-                fetch_s=s.compute_start_s - s.start_s,
+        s.end_s = env._now
+        compute_s, fetch_s = s.compute_end_s - s.compute_start_s, s.compute_start_s - s.start_s
+        if self._observe_step is not None:  # the step time alone: what the rule reads, no object
+            self._observe_step(s.worker, fetch_s + compute_s + s.comm_s + s.wait_s)
+        else:
+            self.scheme.observe(
+                WorkerObservation(
+                    worker=s.worker, batch=s.batch, compute_s=compute_s, comm_s=s.comm_s,
+                    wait_s=s.wait_s, cpu_available=env.contention[s.worker].cpu_available(env.now),
+                    fetch_s=fetch_s,
+                )
             )
-        )
         self._emit(s)
 
     def _compute(self, w: int, it: int, base_version: int) -> Generator[Any, Any, Step]:
@@ -204,25 +205,74 @@ class WBSPDriver:
         env = self.env
         base_version = 0
         it = 0
+        # the parameter server's push / apply / pull written out inline (ParameterServer._transfer
+        # and apply): the same events in the same order, without a generator per transfer
+        ps, cont = self.ps, env.contention[w]
+        nic_in, nic_out, applier = ps.nic_in, ps.nic_out, ps.applier
+        hold_s, apply_s, latency_s = ps.server_hold_s, ps.apply_each_s, ps.config.latency_s
+        grad_bytes, link = env.gradient_bytes, bytes_per_s(env.workers[w].bandwidth_gbps)
+        timeout, spec, scheme = env.timeout, env.workers[w], self.scheme
+        plain = self.fetcher is None and self.numerics is None
+        updates, target = env.updates, env.update_target
         while True:
-            s = yield from self._compute(w, it, base_version)
-            yield from self.ps.push(w)
-            pushed = env.now
-            yield from self.ps.apply()
-            if not env.may_update():
+            if plain:  # self._compute, inline (no generator)
+                start = env._now
+                batch = scheme.batch(w)
+                compute_end = cont.compute_end(start, spec.compute_s(batch) * cont.iteration_factor(it))
+                yield timeout(compute_end - start)
+                s = Step(w, it, start, start, compute_end, batch, base_version)
+            else:
+                s = yield from self._compute(w, it, base_version)
+            requested = env._now
+            own_s = grad_bytes * cont.network_factor(requested) / link
+            if nic_in.busy or nic_in.waiting:
+                yield nic_in.request()
+            else:  # Lane.request on a free server, inlined: granted now (timeout(0) == a succeeded event)
+                nic_in.busy = True
+                yield timeout(0)
+            yield timeout(hold_s)
+            if nic_in.waiting:
+                nic_in.release()
+            else:
+                nic_in.busy = False  # Lane.release with nobody waiting
+            yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
+            pushed = env._now
+            if applier.busy or applier.waiting:
+                yield applier.request()
+            else:
+                applier.busy = True
+                yield timeout(0)
+            yield timeout(apply_s)
+            if applier.waiting:
+                applier.release()
+            else:
+                applier.busy = False
+            if env.stopped or (target is not None and updates._n >= target):  # not env.may_update()
                 return
-            s.comm_s, s.wait_s = pushed - s.compute_end_s, env.now - pushed
+            s.comm_s, s.wait_s = pushed - s.compute_end_s, env._now - pushed
             self._applied(w, [s])
             if env.stopped:
                 return
-            if self.flagged[w]:
+            if self.flagged[w]:  # (_close_round replaces the list: look it up each time)
                 self.flagged[w] = False
-                version = env.version
-                s.busy_since = env.now
-                yield from self.ps.pull(w)
+                version = updates._n
+                s.busy_since = env._now
+                requested = env._now
+                own_s = grad_bytes * cont.network_factor(requested) / link
+                if nic_out.busy or nic_out.waiting:
+                    yield nic_out.request()
+                else:
+                    nic_out.busy = True
+                    yield timeout(0)
+                yield timeout(hold_s)
+                if nic_out.waiting:
+                    nic_out.release()
+                else:
+                    nic_out.busy = False
+                yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
                 if env.stopped:
                     return
-                s.comm_s += env.now - s.busy_since
+                s.comm_s += env._now - s.busy_since
                 s.busy_since = None
                 base_version = version
                 self._adopt(w, version)

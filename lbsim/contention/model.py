@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from lbsim.scenario.schema import Scenario
 
 
+JITTER_BLOCK = 64  # jitter draws taken from a worker's generator at a time (one call instead of 64)
+_STEP_TYPES = (StepSource, MarkovSource)  # piecewise constant between known change points
+_NO_SEGMENT = (math.inf, -math.inf, 1.0, -1)  # (from, until, factor, sources): matches no time
+
+
 def _combined(sources: list[TimeSource], t: float) -> tuple[float, float]:
     factor, nxt = 1.0, math.inf
     for s in sources:
@@ -56,12 +61,36 @@ class WorkerContention:
     iterations: list[IterationSeries] = field(default_factory=list)
     jitter_cv: float = 0.0
     rng: np.random.Generator | None = None
+    # caches (no effect on any answer): the last segment of each source list, and jitter draws
+    _cseg: tuple[float, float, float, int] = field(default=_NO_SEGMENT, init=False, repr=False, compare=False)
+    _nseg: tuple[float, float, float, int] = field(default=_NO_SEGMENT, init=False, repr=False, compare=False)
+    _jitter: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
+    _jitter_pos: int = field(default=0, init=False, repr=False, compare=False)
+
+    # ``_combined(sources, t)`` for the compute and network lists, remembering the answer while
+    # ``t`` stays in its segment: for step sources (scheduled, Markov, simple traces) the answer
+    # is the same for every time from the one it was asked at up to the next change, so it is
+    # reused there (questions in any order). Other sources (periodic traces) are asked every time.
+    def _compute_segment(self, t: float) -> tuple[float, float]:
+        c = self._cseg
+        if c[0] <= t < c[1] and c[3] == len(self.compute):
+            return c[2], c[1]
+        factor, nxt = _combined(self.compute, t)
+        if all(type(s) in _STEP_TYPES for s in self.compute):
+            self._cseg = (t, nxt, factor, len(self.compute))
+        return factor, nxt
 
     def compute_factor(self, t: float) -> float:
-        return _combined(self.compute, t)[0]
+        return self._compute_segment(t)[0]
 
     def network_factor(self, t: float) -> float:
-        return _combined(self.network, t)[0]
+        c = self._nseg
+        if c[0] <= t < c[1] and c[3] == len(self.network):
+            return c[2]
+        factor, nxt = _combined(self.network, t)
+        if all(type(s) in _STEP_TYPES for s in self.network):
+            self._nseg = (t, nxt, factor, len(self.network))
+        return factor
 
     def cpu_available(self, t: float) -> float:
         """Share of the worker's processor left by co-located load at ``t``, in (0, 1]."""
@@ -76,15 +105,22 @@ class WorkerContention:
         for series in self.iterations:
             m *= series.multiplier(iteration)
         if self.jitter_cv > 0 and self.rng is not None:
-            sigma2 = math.log1p(self.jitter_cv**2)
-            m *= float(self.rng.lognormal(-sigma2 / 2, math.sqrt(sigma2)))
+            if self._jitter_pos == len(self._jitter):  # draws come in blocks: the same numbers, in order
+                sigma2 = math.log1p(self.jitter_cv**2)
+                self._jitter = self.rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), JITTER_BLOCK).tolist()
+                self._jitter_pos = 0
+            m *= self._jitter[self._jitter_pos]
+            self._jitter_pos += 1
         return m
 
     def compute_end(self, start_s: float, work_s: float) -> float:
         """When ``work_s`` nominal seconds of compute started at ``start_s`` finish."""
+        c = self._cseg  # the common case: the cached segment covers the start and the whole work
+        if c[0] <= start_s < c[1] and c[3] == len(self.compute) and work_s * c[2] <= c[1] - start_s:
+            return start_s + work_s * c[2]
         t, left = start_s, work_s
         while True:
-            f, nxt = _combined(self.compute, t)
+            f, nxt = self._compute_segment(t)
             if nxt == math.inf or left * f <= nxt - t:
                 return t + left * f
             left -= (nxt - t) / f

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from lbsim.metrics.records import IterationRecord, IterationTable, UpdateRecord
+from lbsim.metrics.records import IterationRecord, IterationTable, UpdateRecord, UpdateTable
 
 
 def _r(x: float) -> float:
@@ -76,8 +76,9 @@ def _summarize_table(
     done = ~col["dropped"]
     n_done = int(np.count_nonzero(done))
     it_s = (col["end_s"] - col["start_s"])[done] if n_done else np.zeros(1)
-    # builtin sum over Python floats: the same left-to-right additions as summing record by record
-    totals = tuple(sum(col[c].tolist()) for c in ("compute_s", "comm_s", "wait_s", "fetch_s"))
+    # builtin sum over Python floats, fed in blocks (bounded memory): the same additions, in the
+    # same order, as summing record by record (whatever summation this Python's sum uses)
+    totals = tuple(sum(_floats(col[c])) for c in ("compute_s", "comm_s", "wait_s", "fetch_s"))
     applied = done & (col["update"] >= 0)
     stale = col["staleness"][applied] if applied.any() else np.zeros(1, dtype=int)
     barrier = 0.0
@@ -87,6 +88,12 @@ def _summarize_table(
         barrier = _barrier_wait_columns(update, ends)
     return _assemble(updates, len(table), n_done, it_s, totals, stale, barrier, scheme=scheme, seed=seed,
                      engine=engine, workers=workers, end_s=end_s, synchronous=synchronous, extra=extra)
+
+
+def _floats(column: np.ndarray, block: int = 65_536):  # type: ignore[no-untyped-def]
+    """The column's values as Python floats, one block at a time."""
+    for start in range(0, len(column), block):
+        yield from column[start : start + block].tolist()
 
 
 def _assemble(
@@ -106,7 +113,10 @@ def _assemble(
     synchronous: bool,
     extra: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    samples = int(sum(u.samples for u in updates))
+    if isinstance(updates, UpdateTable):
+        samples = int(updates.columns["samples"].sum())
+    else:
+        samples = int(sum(u.samples for u in updates))
     compute, comm, wait, fetch = totals
     busy = compute + comm + wait + fetch
     out: dict[str, Any] = {

@@ -91,3 +91,24 @@ def write_csv(path: str | Path, columns: Sequence[str], rows: Iterable[Sequence[
 
 
 _CSV_BLOCK = 4096
+
+
+def atomic_write_rows(path: str | Path, header: str, blocks: Iterable[str]) -> None:
+    """Write ``header`` then each text block to ``path`` atomically (temporary file, renamed)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(header)
+            for block in blocks:
+                fh.write(block)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise

@@ -29,7 +29,7 @@ import numpy as np
 
 from lbsim.errors import InputError
 from lbsim.scenario.fields import param
-from lbsim.schemes.base import SchemeContext
+from lbsim.schemes.base import SchemeContext, fastest_clock, slowest_clock, slowest_worker
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.split import even_split
@@ -78,12 +78,12 @@ class DSSP:
         return self._batches[worker]
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
-        self.pushes[worker] = (self.pushes[worker] + [time_s])[-2:]
-        slowest = min(range(len(clocks)), key=lambda i: (clocks[i], i))
+        self.pushes[worker] = self.pushes[worker][-1:] + [time_s]  # the last two push times
+        slowest = slowest_worker(clocks)
         lead = clocks[worker] - clocks[slowest]
         if lead <= self.s_low:
             self.credit[worker] = 0
-        elif lead > self.s_low + self.credit[worker] and clocks[worker] == max(clocks):
+        elif lead > self.s_low + self.credit[worker] and clocks[worker] == fastest_clock(clocks):
             self.credit[worker] = self._grant(worker, slowest)
         self.held[worker] = lead > self.s_low + self.credit[worker]
 
@@ -98,7 +98,11 @@ class DSSP:
         return r
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
-        return not self.held[worker] or clocks[worker] - min(clocks) <= self.s_low
+        return not self.held[worker] or clocks[worker] - slowest_clock(clocks) <= self.s_low
+
+    def gate_key(self, clocks: Sequence[int]) -> int:
+        """A blocked worker's ``held`` flag changes only at its own push: the slowest clock decides."""
+        return slowest_clock(clocks)
 
     def diagnostics(self) -> dict[str, object]:
         return {"controller_grants": self.grants, "extra_iterations_granted": self.granted_total}

@@ -53,6 +53,8 @@ class ElasticBSP:
         self._batches = even_split(ctx.global_batch, n)
         check_even_split(self._batches, ctx, self.name)
         self.since = [0] * n  # pushes since the last barrier
+        self._monitoring = n  # workers with fewer than monitor_pushes pushes since the barrier
+        self._short = 0  # workers that have not used their budget (while one is set)
         self.last_two: list[list[float]] = [[] for _ in range(n)]
         self.budget: list[int] | None = None  # None while monitoring
         self.barrier_s = 0.0
@@ -63,11 +65,16 @@ class ElasticBSP:
         return self._batches[worker]
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        # counters stand for min(since) >= monitor_pushes and all(since >= budget): O(1) per push
         self.since[worker] += 1
-        self.last_two[worker] = (self.last_two[worker] + [time_s])[-2:]
-        if self.budget is None and min(self.since) >= self.cfg.monitor_pushes:
+        if self.since[worker] == self.cfg.monitor_pushes:
+            self._monitoring -= 1
+        if self.budget is not None and self.since[worker] == self.budget[worker]:
+            self._short -= 1
+        self.last_two[worker] = self.last_two[worker][-1:] + [time_s]  # the last two push times
+        if self.budget is None and self._monitoring == 0:
             self._decide(time_s)
-        if self.budget is not None and all(s >= b for s, b in zip(self.since, self.budget, strict=True)):
+        if self.budget is not None and self._short == 0:
             self._barrier(time_s)
 
     def _decide(self, now_s: float) -> None:
@@ -75,6 +82,7 @@ class ElasticBSP:
         interval = [t[-1] - t[-2] for t in self.last_two]
         choice = zipline(predict_ends(last, interval, self.cfg.lookahead))
         self.budget = [s + j + 1 for s, j in zip(self.since, choice.indices, strict=True)]
+        self._short = sum(s < b for s, b in zip(self.since, self.budget, strict=True))
         fastest = int(np.argmin(choice.times))
         self.plan = {
             "superstep": len(self.rows), "start_s": self.barrier_s, "decided_s": now_s,
@@ -87,11 +95,16 @@ class ElasticBSP:
         self.rows.append({**self.plan, "barrier_s": now_s, "fastest_wait_s": now_s - self.last_two[fastest][-1]})
         self.barrier_s = now_s
         self.since = [0] * len(self.since)
+        self._monitoring = len(self.since)
         self.last_two = [[] for _ in self.since]
         self.budget = None
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
         return self.budget is None or self.since[worker] < self.budget[worker]
+
+    def gate_key(self, clocks: Sequence[int]) -> tuple[int, bool]:
+        """A blocked worker's answer changes only when a budget is set or a barrier passes."""
+        return len(self.rows), self.budget is None
 
     def decision_rows(self) -> list[dict[str, Any]]:
         return list(self.rows)

@@ -30,12 +30,12 @@ import numpy as np
 from lbsim.errors import InputError
 from lbsim.rng import stream
 from lbsim.scenario.fields import param
-from lbsim.schemes.base import RoundObservation, SchemeContext
+from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
-from lbsim.sizing.affine_fit import AffineFit
+from lbsim.sizing.affine_fit import AffineFitBank
 from lbsim.sizing.gpu_step import GpuStepRule
 from lbsim.sizing.narx import NarxParams
-from lbsim.sizing.predictors import make_predictor
+from lbsim.sizing.predictors import PredictorBank
 from lbsim.sizing.split import InfeasibleSplit, even_split, proportional_split
 from lbsim.sizing.waterfill import equalize_affine
 
@@ -80,15 +80,28 @@ class LBBSP:
             speed_delays=config.narx_speed_delays, input_delays=config.narx_input_delays,
             hidden=config.narx_hidden, warmup=config.narx_warmup, learning_rate=config.narx_learning_rate,
         )
-        self.predictors = [
-            make_predictor(config.predictor, ema_alpha=config.ema_alpha, narx=narx, rng=stream(ctx.seed, "narx", i))
-            for i in range(n)
-        ]
-        self.fits = [AffineFit(self.t0[i], self.inv_speed[i], history=config.fit_history, decay=config.fit_decay) for i in range(n)]
-        self.readings = [(1.0, 1.0)] * n  # CPU/memory readings at the start of each worker's current iteration
-        self.predicted_s: list[float] | None = None
-        self.abs_err_s: list[float] = []
-        self.rel_err: list[float] = []
+        # Which workers' curves come from a speed predictor (t = x / v̂) and which from the affine
+        # fit; only those predictors and fits are kept (the others would never be asked).
+        oracle = config.predictor == "oracle"
+        self.cpu_like = np.array([config.variant == "cpu" or (config.variant == "auto" and k == "cpu") for k in ctx.kinds],
+                                 dtype=bool) & (not oracle)
+        self.fitted = ~self.cpu_like & (not oracle)
+        self.pred_idx = np.flatnonzero(self.cpu_like)
+        self.fit_idx = np.flatnonzero(self.fitted)
+        self.predictors = PredictorBank(
+            config.predictor, len(self.pred_idx), ema_alpha=config.ema_alpha, narx=narx,
+            rngs=[stream(ctx.seed, "narx", int(i)) for i in self.pred_idx] if config.predictor == "narx" else None,
+        )
+        self.fits = AffineFitBank(self.t0[self.fit_idx], self.inv_speed[self.fit_idx], history=config.fit_history,
+                                  decay=config.fit_decay)
+        # CPU/memory readings at the start of each worker's current iteration
+        self.readings = (np.ones(n), np.ones(n))
+        # what a decision reads from the observation (fewer fields: less to extract from objects)
+        self._fields = ("batch", "compute_s") + (("cpu_available", "mem_available") if self.pred_idx.size else ()) \
+            + (("oracle_slowdown",) if oracle else ())
+        self.predicted_s: np.ndarray | None = None
+        self._abs_err: list[np.ndarray] = []  # per round, kept as arrays (diagnostics average them all)
+        self._rel_err: list[np.ndarray] = []
         try:
             if config.initial == "even":
                 self._batches = even_split(ctx.global_batch, n)
@@ -98,7 +111,7 @@ class LBBSP:
                 self._batches = self._equalize(self.t0, self.inv_speed)
         except InfeasibleSplit as err:
             raise InputError("workload.global_batch", str(err)) from None
-        self.predicted_s = list(self.t0 + self.inv_speed * np.array(self._batches))
+        self.predicted_s = self.t0 + self.inv_speed * np.array(self._batches)
         step0 = config.step0 or max(1, ctx.global_batch // (4 * n))
         self.step_rule = GpuStepRule(
             self._batches, ctx.max_batch, step0=step0, window=config.window,
@@ -112,13 +125,13 @@ class LBBSP:
         return self._batches
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
-        obs = observation.workers
-        measured = np.array([o.compute_s for o in obs])
+        obs = observation_columns(observation.workers, self._fields)
+        measured = obs["compute_s"]
         if self.predicted_s is not None:
-            err = np.abs(np.array(self.predicted_s) - measured)
-            self.abs_err_s.extend(err.tolist())
-            self.rel_err.extend((err / measured).tolist())
-        a, b = self._predict_curves(observation)
+            err = np.abs(self.predicted_s - measured)
+            self._abs_err.append(err)
+            self._rel_err.append(err / measured)
+        a, b = self._predict_curves(obs)
         variant = self.cfg.variant
         if variant == "gpu":
             batches = self.step_rule.observe(measured.tolist())
@@ -127,36 +140,55 @@ class LBBSP:
         else:
             batches = self._equalize(a, b)
         self._batches = tuple(batches)
-        self.predicted_s = list(a + b * np.array(self._batches))
+        self.predicted_s = a + b * np.array(self._batches)
         return self._batches
 
-    def _predict_curves(self, observation: RoundObservation) -> tuple[np.ndarray, np.ndarray]:
-        """Each worker's predicted next compute time as ``a + b x``."""
+    def _predict_curves(self, obs: dict[str, np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
+        """Each worker's predicted next compute time as ``a + b x`` (every worker at once).
+
+        Per worker this is: observe the speed ``batch / compute_s`` of the round (with the
+        readings taken at its start) and the point (batch, compute_s); then the oracle's
+        ``t0 s, s / v`` with s its true slowdown, or for CPU-like workers ``0, 1 / v̂`` with v̂
+        the predictor's answer for the readings now, or else the affine fit's ``(a, b)``.
+        """
         n = self.ctx.workers
+        batch, compute_s = obs["batch"], obs["compute_s"]
+        if self.cfg.predictor == "oracle":
+            slow = obs["oracle_slowdown"]
+            if slow is None:
+                raise RuntimeError("predictor 'oracle' needs an engine that knows the future (the simulator)")
+            return self.t0 * slow, self.inv_speed * slow
+        p, f = self.pred_idx, self.fit_idx
+        if f.size == n:  # every worker fitted (gpu, gpu_model, auto on GPUs): no indexing
+            self.fits.observe(batch, compute_s)  # type: ignore[arg-type]
+            return self.fits.coefficients()
         a = np.zeros(n)
         b = np.zeros(n)
-        variant = self.cfg.variant
-        for i, o in enumerate(observation.workers):
-            speed = o.batch / o.compute_s
-            cpu_then, mem_then = self.readings[i]
-            self.predictors[i].observe(speed, cpu_then, mem_then)
-            self.fits[i].observe(o.batch, o.compute_s)
-            self.readings[i] = (o.cpu_available, o.mem_available)
-            if self.cfg.predictor == "oracle":
-                if o.oracle_slowdown is None:
-                    raise RuntimeError("predictor 'oracle' needs an engine that knows the future (the simulator)")
-                a[i], b[i] = self.t0[i] * o.oracle_slowdown, self.inv_speed[i] * o.oracle_slowdown
-            elif variant == "cpu" or (variant == "auto" and self.kinds[i] == "cpu"):
-                a[i], b[i] = 0.0, 1.0 / self.predictors[i].predict(o.cpu_available, o.mem_available)
-            else:
-                a[i], b[i] = self.fits[i].coefficients()
+        if p.size:  # the readings matter only to the speed predictors
+            cpu, mem = obs["cpu_available"], obs["mem_available"]
+            cpu_then, mem_then = self.readings
+            self.readings = (cpu.copy(), mem.copy())  # type: ignore[union-attr]
+            self.predictors.observe(batch[p] / compute_s[p], cpu_then[p], mem_then[p])  # type: ignore[index]
+            b[p] = 1.0 / self.predictors.predict(cpu[p], mem[p])  # type: ignore[index]
+        if f.size:
+            self.fits.observe(batch[f], compute_s[f])  # type: ignore[index]
+            a[f], b[f] = self.fits.coefficients()
         return a, b
+
+    @property
+    def abs_err_s(self) -> list[float]:
+        """Every |predicted - measured| compute time so far, round by round, worker by worker."""
+        return np.concatenate(self._abs_err).tolist() if self._abs_err else []
+
+    @property
+    def rel_err(self) -> list[float]:
+        return np.concatenate(self._rel_err).tolist() if self._rel_err else []
 
     def diagnostics(self) -> dict[str, object]:
         out: dict[str, object] = {"variant": self.cfg.variant, "predictor": self.cfg.predictor}
-        if self.abs_err_s:
-            out["prediction_mae_s"] = float(f"{np.mean(self.abs_err_s):.12g}")
-            out["prediction_mape"] = float(f"{np.mean(self.rel_err):.12g}")
+        if self._abs_err:
+            out["prediction_mae_s"] = float(f"{np.mean(np.concatenate(self._abs_err)):.12g}")
+            out["prediction_mape"] = float(f"{np.mean(np.concatenate(self._rel_err)):.12g}")
         if self.cfg.variant == "gpu":
             out["gpu_step_halvings"] = self.step_rule.halvings
             out["gpu_final_step"] = self.step_rule.step

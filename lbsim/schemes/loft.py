@@ -45,10 +45,11 @@ import numpy as np
 
 from lbsim.aggregation import check_tolerance
 from lbsim.errors import InputError
+from lbsim.metrics.records import ColumnRows
 from lbsim.scenario.fields import param
-from lbsim.schemes.base import RoundObservation, SchemeContext
+from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
-from lbsim.sizing.affine_fit import AffineFit
+from lbsim.sizing.affine_fit import AffineFitBank
 from lbsim.sizing.locality import LocalityModel, plan_locality
 from lbsim.sizing.split import InfeasibleSplit
 from lbsim.sizing.waterfill import equalize_affine
@@ -64,6 +65,13 @@ class LOFTConfig:
     fetch_ema: float = param(0.5, "weight of the newest measured per-sample read time", gt=0, le=1)
     fit_history: int = param(20, "compute fit: observations kept per worker", ge=2)
     fit_decay: float = param(0.8, "compute fit: weight decay per iteration of age", gt=0, le=1)
+
+
+_FIELDS = ("batch", "compute_s", "fetch_s")  # what a decision reads from the observation arrays
+
+
+def _round12(x: float) -> float:
+    return float(f"{x:.12g}")
 
 
 @register_scheme("loft", LOFTConfig)
@@ -84,7 +92,7 @@ class LOFT:
         except ValueError as err:
             raise InputError("scheme.tolerance_f", str(err)) from None
         t0, inv = np.array(ctx.t0_s), 1.0 / np.array(ctx.samples_per_s)
-        self.fits = [AffineFit(t0[i], inv[i], history=config.fit_history, decay=config.fit_decay) for i in range(n)]
+        self.fits = AffineFitBank(t0, inv, history=config.fit_history, decay=config.fit_decay)  # one fit per worker
         self.data = ctx.data
         self.caps = np.array(ctx.max_batch, dtype=np.int64)
         if self.data is None:  # data local and free: nothing to fetch, every sample local
@@ -98,9 +106,9 @@ class LOFT:
             self.lat = np.array([d.remote_latency_s(i) for i in range(n)])
             self.shard_quotas = d.quotas(ctx.global_batch)
             self.quota = np.array(self.shard_quotas[:n], dtype=np.float64)
-        self.rounds: list[dict[str, object]] = []
-        self.abs_err_s: list[float] = []
-        self.rel_err: list[float] = []
+        self._plans: list[tuple[int, tuple[int, ...], tuple[int, ...], np.ndarray]] = []  # (update, batches, local, predicted)
+        self._abs_err: list[np.ndarray] = []  # per round, kept as arrays (diagnostics average them all)
+        self._rel_err: list[np.ndarray] = []
         self.evaluations: list[int] = []
         try:
             self._plan(t0, inv, update=-1)
@@ -112,18 +120,20 @@ class LOFT:
         if self.data is None:
             batches = equalize_affine(X, a, c, self.caps, min_batch=self.cfg.min_batch)
             local = batches
-            predicted = tuple(float(x) for x in a + c * np.array(batches))
+            predicted = a + c * np.array(batches)
         else:
             model = LocalityModel(a=a, c=c, u=self.u, v=self.v, lat=self.lat, quota=self.quota)
             plan = plan_locality(X, model, self.caps, min_batch=self.cfg.min_batch,
                                  grid_points=self.cfg.grid_points, rel_tol=self.cfg.search_rel_tol)
-            batches, local, predicted = plan.batches, plan.local, plan.finish_s
+            batches, local, predicted = plan.batches, plan.local, np.array(plan.finish_s, dtype=np.float64)
             self.evaluations.append(plan.evaluations)
         self._batches, self._local, self._predicted = tuple(batches), tuple(local), predicted
-        for i, (b, lo) in enumerate(zip(batches, local, strict=True)):
-            self.rounds.append({"update": update, "worker": i, "batch": b, "local": lo, "remote": b - lo,
-                                "quota": int(self.quota[i]) if self.data is not None else b,
-                                "predicted_s": float(f"{predicted[i]:.12g}")})
+        self._plans.append((update, self._batches, self._local, predicted))
+
+    @property
+    def rounds(self) -> ColumnRows:
+        """One row per worker per plan (see :meth:`decision_rows`)."""
+        return self.decision_rows()
 
     def initial_batches(self) -> tuple[int, ...]:
         return self._batches
@@ -132,30 +142,42 @@ class LOFT:
         return self._local
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
-        n = self.ctx.workers
-        a, c = np.zeros(n), np.zeros(n)
         alpha = self.cfg.fetch_ema
-        for i, o in enumerate(observation.workers):
-            measured = o.fetch_s + o.compute_s
-            if np.isfinite(measured) and measured > 0:
-                err = abs(self._predicted[i] - measured)
-                self.abs_err_s.append(err)
-                self.rel_err.append(err / measured)
-            if np.isfinite(o.compute_s):
-                self.fits[i].observe(o.batch, o.compute_s)
-            if self.data is not None and np.isfinite(o.fetch_s):
-                if o.remote_samples > 0:
-                    per = max(0.0, o.fetch_s - self.u[i] * o.local_samples - self.lat[i]) / o.remote_samples
-                    self.v[i] += alpha * (per - self.v[i])
-                elif o.local_samples > 0:
-                    self.u[i] += alpha * (o.fetch_s / o.local_samples - self.u[i])
-            a[i], c[i] = self.fits[i].coefficients()
+        obs = observation_columns(observation.workers, _FIELDS)
+        compute_s, fetch_s = obs["compute_s"], obs["fetch_s"]
+        measured = fetch_s + compute_s  # type: ignore[operator]
+        with np.errstate(invalid="ignore"):
+            ok = np.isfinite(measured) & (measured > 0)
+        err = np.abs(self._predicted[ok] - measured[ok])
+        self._abs_err.append(err)
+        self._rel_err.append(err / measured[ok])
+        self.fits.observe(obs["batch"], compute_s, np.isfinite(compute_s))  # type: ignore[arg-type]
+        if self.data is not None:
+            for i, o in enumerate(observation.workers):
+                if np.isfinite(o.fetch_s):
+                    if o.remote_samples > 0:
+                        per = max(0.0, o.fetch_s - self.u[i] * o.local_samples - self.lat[i]) / o.remote_samples
+                        self.v[i] += alpha * (per - self.v[i])
+                    elif o.local_samples > 0:
+                        self.u[i] += alpha * (o.fetch_s / o.local_samples - self.u[i])
+        a, c = self.fits.coefficients()
         self._plan(a, c, update=observation.update)
         return self._batches
 
-    def decision_rows(self) -> list[dict[str, object]]:
+    def decision_rows(self) -> ColumnRows:
         """One row per worker per plan: batch, local/remote split, its shard's quota, predicted time."""
-        return self.rounds
+        n = self.ctx.workers
+        k = len(self._plans)
+        batch = np.array([p[1] for p in self._plans], dtype=np.int64).reshape(-1)
+        local = np.array([p[2] for p in self._plans], dtype=np.int64).reshape(-1)
+        quota = np.tile(self.quota.astype(np.int64), k) if self.data is not None else batch
+        return ColumnRows(
+            {"update": np.repeat(np.array([p[0] for p in self._plans], dtype=np.int64), n),
+             "worker": np.tile(np.arange(n, dtype=np.int64), k), "batch": batch, "local": local,
+             "remote": batch - local, "quota": quota,
+             "predicted_s": np.concatenate([p[3] for p in self._plans]) if k else np.zeros(0)},
+            convert={"predicted_s": _round12},
+        )
 
     @property
     def aggregation_rule(self) -> tuple[str, int]:
@@ -164,12 +186,13 @@ class LOFT:
 
     def diagnostics(self) -> dict[str, object]:
         out: dict[str, object] = {"aggregation": self.cfg.aggregation, "tolerance_f": self.cfg.tolerance_f}
-        total = sum(int(r["batch"]) for r in self.rounds)  # type: ignore[call-overload]
-        local = sum(int(r["local"]) for r in self.rounds)  # type: ignore[call-overload]
+        total = sum(sum(p[1]) for p in self._plans)
+        local = sum(sum(p[2]) for p in self._plans)
         out["local_share"] = float(f"{local / total:.12g}") if total else 0.0
-        if self.abs_err_s:
-            out["prediction_mae_s"] = float(f"{np.mean(self.abs_err_s):.12g}")
-            out["prediction_mape"] = float(f"{np.mean(self.rel_err):.12g}")
+        abs_err = np.concatenate(self._abs_err) if self._abs_err else np.zeros(0)
+        if abs_err.size:
+            out["prediction_mae_s"] = float(f"{np.mean(abs_err):.12g}")
+            out["prediction_mape"] = float(f"{np.mean(np.concatenate(self._rel_err)):.12g}")
         if self.evaluations:
             out["search_evaluations_mean"] = float(f"{np.mean(self.evaluations):.12g}")
         return out

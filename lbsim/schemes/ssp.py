@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lbsim.scenario.fields import param
-from lbsim.schemes.base import SchemeContext
+from lbsim.schemes.base import SchemeContext, slowest_clock
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.split import even_split
@@ -26,7 +26,7 @@ class SSPConfig:
 
 def within_bound(clock: int, clocks: Sequence[int], staleness: int) -> bool:
     """SSP's gate: a worker at ``clock`` may start its next iteration."""
-    return clock - min(clocks) <= staleness
+    return clock - slowest_clock(clocks) <= staleness
 
 
 @register_scheme("ssp", SSPConfig)
@@ -50,6 +50,10 @@ class SSP:
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
         return within_bound(clocks[worker], clocks, self.staleness)
+
+    def gate_key(self, clocks: Sequence[int]) -> int:
+        """A blocked worker's answer depends on the slowest clock only."""
+        return slowest_clock(clocks)
 
     def diagnostics(self) -> dict[str, object]:
         return {}

@@ -88,10 +88,13 @@ class WBSP:
 
     def observe(self, obs: WorkerObservation) -> None:
         """A worker finished a local step: fold its step time (fetch + compute + comm + wait) into its EMA."""
-        step_s = obs.fetch_s + obs.compute_s + obs.comm_s + obs.wait_s
-        old = self.ema[obs.worker]
+        self.observe_step(obs.worker, obs.fetch_s + obs.compute_s + obs.comm_s + obs.wait_s)
+
+    def observe_step(self, worker: int, step_s: float) -> None:
+        """:meth:`observe` given the step time alone (what the rule reads; the engine's cheap call)."""
+        old = self.ema[worker]
         a = self.cfg.slow_ema_alpha
-        self.ema[obs.worker] = step_s if old is None else a * step_s + (1 - a) * old
+        self.ema[worker] = step_s if old is None else a * step_s + (1 - a) * old
 
     def estimates(self) -> tuple[float, ...]:
         """Each worker's step-time estimate: its EMA, or its nominal compute time before any step."""

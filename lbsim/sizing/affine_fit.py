@@ -48,3 +48,135 @@ class AffineFit:
         if not (np.isfinite(a) and np.isfinite(b)) or b <= 0:
             return pa, pb
         return max(0.0, float(a)), float(b)
+
+
+def solve_2x2(a00: np.ndarray, a01: np.ndarray, a10: np.ndarray, a11: np.ndarray, b0: np.ndarray,
+              b1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Many 2x2 systems ``[[a00, a01], [a10, a11]] x = [b0, b1]`` at once, bit for bit as
+    ``np.linalg.solve`` solves each (LAPACK ``dgesv``: LU with partial pivoting, the multiplier
+    taken as ``a10 * (1 / a00)``, then forward and back substitution — checked against
+    ``np.linalg.solve`` on random systems of every scale). A system with a zero pivot goes to
+    ``np.linalg.solve`` itself, which raises for a singular matrix as it always did.
+    """
+    swap = np.abs(a10) > np.abs(a00)  # dgetrf's pivot: the first largest |entry| of column 0
+    p00, p01 = np.where(swap, a10, a00), np.where(swap, a11, a01)
+    p10, p11 = np.where(swap, a00, a10), np.where(swap, a01, a11)
+    q0, q1 = np.where(swap, b1, b0), np.where(swap, b0, b1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lower = p10 * (1.0 / p00)
+        u11 = p11 - lower * p01
+        x1 = (q1 - lower * q0) / u11
+        x0 = (q0 - p01 * x1) / p00
+    if not (np.all(p00 != 0) and np.all(u11 != 0)):
+        A = np.stack([np.stack([a00, a01], -1), np.stack([a10, a11], -1)], -2)
+        sol = np.linalg.solve(A, np.stack([b0, b1], -1)[..., None])[..., 0]
+        return sol[..., 0], sol[..., 1]
+    return x0, x1
+
+
+class AffineFitBank:
+    """Many :class:`AffineFit` at once (one per worker): the same numbers, array in, array out.
+
+    ``observe`` adds one observation to every fit (or to those a mask selects); ``coefficients``
+    returns every fit's ``(a, b)`` as arrays, computed with the same floating-point operations,
+    in the same order, as :meth:`AffineFit.coefficients` does for each fit on its own (sums over
+    each fit's points oldest first — numpy sums a row of a C-ordered array exactly as it sums
+    that row alone — and the 2x2 solves stacked in one LAPACK call), so every value is identical
+    to the per-worker fits'. Fits with equally many points are computed together (usually all).
+    """
+
+    def __init__(self, a0: np.ndarray, b0: np.ndarray, *, history: int = 20, decay: float = 0.9,
+                 prior_weight: float = 0.01) -> None:
+        self.a0 = np.array(a0, dtype=np.float64).reshape(-1)
+        self.b0 = np.array(b0, dtype=np.float64).reshape(-1)
+        if self.a0.shape != self.b0.shape:
+            raise ValueError("a0 and b0 must be of one length")
+        self.history = history
+        self.decay = decay
+        self.prior_weight = prior_weight
+        m = len(self.a0)
+        self._x = np.zeros((m, history))  # each fit's last `history` points, oldest first in [i, :count[i]]
+        self._t = np.zeros((m, history))
+        self.count = np.zeros(m, dtype=np.int64)
+        self._buf: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.a0)
+
+    def observe(self, batches: np.ndarray, times_s: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """One observation (``batches[i]``, ``times_s[i]``) for fit i, for every i (or where ``mask``)."""
+        batches = np.asarray(batches, dtype=np.float64)
+        times_s = np.asarray(times_s, dtype=np.float64)
+        if mask is None and self.count.size and self.count[0] == self.history and self.count.min() == self.history:
+            self._x[:, :-1] = self._x[:, 1:]  # the usual case: every fit full, drop every oldest point
+            self._t[:, :-1] = self._t[:, 1:]
+            self._x[:, -1] = batches
+            self._t[:, -1] = times_s
+            return
+        rows = np.arange(len(self.a0)) if mask is None else np.flatnonzero(mask)
+        if not rows.size:
+            return
+        if mask is not None:
+            batches, times_s = batches[rows], times_s[rows]
+        full = self.count[rows] == self.history
+        if full.all():  # the usual case: drop every oldest point at once (a deque with maxlen)
+            self._x[rows, :-1] = self._x[rows, 1:]
+            self._t[rows, :-1] = self._t[rows, 1:]
+            self.count[rows] -= 1
+        elif full.any():
+            fr = rows[full]
+            self._x[fr, :-1] = self._x[fr, 1:]
+            self._t[fr, :-1] = self._t[fr, 1:]
+            self.count[fr] -= 1
+        pos = self.count[rows]
+        self._x[rows, pos] = batches
+        self._t[rows, pos] = times_s
+        self.count[rows] += 1
+
+    def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every fit's (a, b): a >= 0 and b > 0, as AffineFit.coefficients."""
+        a, b = self.a0.copy(), self.b0.copy()  # no observation yet: the prior
+        counts = self.count
+        if counts.size and counts.min() == counts.max():
+            if counts[0] > 0:
+                a, b = self._solve(slice(None), int(counts[0]))
+            return a, b
+        for k in np.unique(counts).tolist():
+            if k:
+                rows = np.flatnonzero(counts == k)
+                a[rows], b[rows] = self._solve(rows, k)
+        return a, b
+
+    def _solve(self, rows: slice | np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        # AffineFit.coefficients, row by row, with the same operations in the same order (products
+        # of two factors are commutative in IEEE arithmetic, so in-place forms give the same bits);
+        # scratch buffers are reused: fresh (m, k) temporaries would each cost an mmap and page faults
+        x, t = self._x[rows, :k], self._t[rows, :k]
+        a0, b0 = self.a0[rows], self.b0[rows]
+        m = len(a0)
+        if self._buf is None or self._buf.shape[1:] != (m, k):
+            self._buf = np.empty((4, m, k))
+        wt, wn, xs, wxs = self._buf
+        w = self.decay ** np.arange(k)[::-1]
+        np.multiply(w, t, out=wt)  # w * t
+        np.multiply(b0[:, None], x, out=wn)  # nominal = a0 + b0 * x
+        wn += a0[:, None]
+        wn *= w  # w * nominal
+        swt = np.sum(wt, axis=1)
+        scale = swt / np.sum(wn, axis=1)
+        pa, pb = a0 * scale, b0 * scale
+        lam = self.prior_weight
+        xmax = np.maximum(1.0, np.max(x, axis=1))
+        np.divide(x, xmax[:, None], out=xs)  # xs = x / xmax
+        np.multiply(w, xs, out=wxs)  # w * xs
+        s_wxs = np.sum(wxs, axis=1)
+        np.multiply(wxs, xs, out=wn)  # w * xs * xs
+        a11 = np.sum(wn, axis=1) + lam
+        np.multiply(wxs, t, out=wt)  # w * xs * t
+        r1 = np.sum(wt, axis=1) + lam * pb * xmax
+        a00 = np.full(m, np.sum(w) + lam)
+        r0 = swt + lam * pa
+        a, bs = solve_2x2(a00, s_wxs, s_wxs, a11, r0, r1)
+        b = bs / xmax
+        bad = ~(np.isfinite(a) & np.isfinite(b)) | ~(b > 0)
+        return np.where(bad, pa, np.maximum(0.0, a)), np.where(bad, pb, b)

@@ -61,3 +61,45 @@ def make_predictor(name: str, *, ema_alpha: float, narx: NarxParams, rng: np.ran
     if name in ("last", "oracle"):
         return LastValue()
     raise ValueError(f"unknown predictor {name!r}; valid: last, ema, narx, oracle")
+
+
+class PredictorBank:
+    """One predictor per worker of a set, observed and asked together (arrays in, arrays out).
+
+    ``last`` and ``ema`` are vectorised (the same arithmetic as :class:`LastValue` / :class:`EMA`
+    element by element, hence the same numbers); ``narx`` keeps one :class:`NarxPredictor` per
+    worker (each with its own generator, ``rngs[j]``) and loops over them.
+    """
+
+    def __init__(self, name: str, size: int, *, ema_alpha: float, narx: NarxParams,
+                 rngs: list[np.random.Generator] | None = None) -> None:
+        if name not in ("last", "ema", "narx", "oracle"):
+            raise ValueError(f"unknown predictor {name!r}; valid: last, ema, narx, oracle")
+        if name == "ema" and not 0 < ema_alpha <= 1:
+            raise ValueError("alpha must be in (0, 1]")
+        self.name = "last" if name == "oracle" else name
+        self.alpha = ema_alpha
+        self.value = np.full(size, np.nan)
+        self.nets: list[NarxPredictor] = []
+        if self.name == "narx":
+            if rngs is None or len(rngs) != size:
+                raise ValueError("narx needs one generator per worker")
+            self.nets = [NarxPredictor(narx, rng) for rng in rngs]
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def observe(self, speed: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> None:
+        if self.name == "last":
+            self.value = np.array(speed, dtype=np.float64)
+        elif self.name == "ema":
+            v = self.value
+            self.value = np.where(v != v, speed, self.alpha * speed + (1 - self.alpha) * v)
+        else:
+            for p, s, c, m in zip(self.nets, speed.tolist(), cpu.tolist(), mem.tolist(), strict=True):
+                p.observe(s, c, m)
+
+    def predict(self, cpu_now: np.ndarray, mem_now: np.ndarray) -> np.ndarray:
+        if self.name != "narx":
+            return self.value.copy()
+        return np.array([p.predict(c, m) for p, c, m in zip(self.nets, cpu_now.tolist(), mem_now.tolist(), strict=True)])

@@ -1,0 +1,76 @@
+"""Peak memory of a run with a million worker-iterations, results written to disk.
+
+Run: ``python -m pytest benchmarks/bench_memory.py --benchmark-only`` (measured, never asserted).
+Each case starts a fresh Python process (so its peak RSS is the run's own) that simulates about
+1,000,000 worker-iterations and writes the run's files with :func:`lbsim.output.write_run`
+(``iterations.csv`` streamed row block by row block), then reports
+``resource.getrusage(RUSAGE_SELF).ru_maxrss`` — the process's peak resident set, interpreter and
+libraries included. ``extra_info``: peak RSS in MiB (target < 1,024), the RSS right after the
+imports, wall seconds for simulate and for write_run, the CSV's size, and the seconds
+:meth:`~lbsim.metrics.records.RecordTable.write_csv` takes to write the same bytes (write_run
+makes one record object and one ``dataclasses.astuple`` per row; the table formats columns).
+
+* ``sync-fast-path``: ``scenarios/bench/large.yaml`` with bsp, 977 updates of 1,024 workers
+  (1,000,448 worker-iterations; records appended as numpy column blocks).
+* ``async-events``: asp on a parameter server, 64 workers of the same fleet, 1,000,000 updates
+  (one per worker-iteration; the event path's records and updates buffered as tuples and turned
+  into numpy columns every 65,536 rows).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+SCRIPT = r"""
+import json, resource, sys, time
+from pathlib import Path
+from lbsim.output import write_run
+from lbsim.scenario.loader import load_scenario
+from simulator.run import simulate
+
+def rss_mib():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+case, out = sys.argv[1], Path(sys.argv[2])
+large = "scenarios/bench/large.yaml"
+if case == "sync-fast-path":
+    sc = load_scenario(large, ["workload.updates=977"], scheme="bsp")
+else:
+    sc = load_scenario(large, ["cluster.groups.0.count=8", "cluster.groups.1.count=16", "cluster.groups.2.count=16",
+                               "cluster.groups.3.count=24", "workload.global_batch=4096", "workload.updates=1000064",
+                               "network={name: parameter_server, shards: 4, server_bandwidth_gbps: 100, apply_s: 0.0001}"],
+                       scheme="asp")
+base = rss_mib()
+t0 = time.perf_counter()
+res = simulate(sc)
+t1 = time.perf_counter()
+write_run(out, res.iterations, res.updates, res.summary, res.decisions)
+t2 = time.perf_counter()
+res.iterations.write_csv(out / "iterations.columns.csv")  # the columnar writer (same bytes)
+t3 = time.perf_counter()
+same = (out / "iterations.csv").read_bytes() == (out / "iterations.columns.csv").read_bytes()
+print(json.dumps({"case": case, "worker_iterations": res.summary["worker_iterations"], "peak_rss_mib": round(rss_mib(), 1),
+                  "rss_after_imports_mib": round(base, 1), "simulate_s": round(t1 - t0, 2), "write_run_s": round(t2 - t1, 2),
+                  "table_write_csv_s": round(t3 - t2, 2), "same_bytes": same,
+                  "iterations_csv_mib": round((out / "iterations.csv").stat().st_size / 2**20, 1)}))
+"""
+
+
+def measure(case: str, out: Path) -> dict:
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, case, str(out)], cwd=REPO, capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", ["sync-fast-path", "async-events"])
+def test_peak_rss_one_million_worker_iterations(benchmark, case: str, tmp_path: Path) -> None:
+    runs = iter(range(10**6))
+    info = benchmark.pedantic(lambda: measure(case, tmp_path / f"run{next(runs)}"), rounds=1, iterations=1)
+    benchmark.extra_info.update(info, target_peak_rss_mib=1024)
+    assert info["worker_iterations"] >= 1_000_000 and info["same_bytes"]  # results, not sizes
