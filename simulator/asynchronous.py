@@ -39,7 +39,7 @@ class AsyncDriver:
         """Worker w's clock advanced: release, in the order they blocked, workers the gate now admits."""
         clocks = self.clocks
         clocks.tick(w)
-        self.scheme.on_push(w, self.env.now, clocks)
+        self.scheme.on_push(w, self.env._now, clocks)
         if not self.blocked:
             return
         key = None
@@ -77,22 +77,24 @@ class AsyncDriver:
         grad_bytes, link = env.gradient_bytes, bytes_per_s(spec.bandwidth_gbps)
         t0, speed = spec.t0_s, spec.samples_per_s
         timeout, record, updates, target = env.timeout, env.iterations.add, env.updates, env.update_target
+        batch_of, may_start, tick = scheme.batch, scheme.may_start, self._tick  # bound once
+        compute_end_of, factor_of, network_factor = cont.compute_end, cont.iteration_factor, cont.network_factor
         pulled_version = 0
         read = numerics.weights() if numerics is not None else None  # the weights this worker computes on
         it = 0
         while True:
             start = env._now
-            batch = scheme.batch(w)
+            batch = batch_of(w)
             local = batch if fetcher is None else fetcher.layout.default_local(w, batch)
             samples = numerics.draw(w, batch, local) if numerics is not None else None
             if fetcher is not None:
                 yield from fetcher.fetch(w, local, batch - local)
             compute_start = env._now  # == start without a data section
-            compute_end = cont.compute_end(compute_start, (t0 + batch / speed) * cont.iteration_factor(it))
+            compute_end = compute_end_of(compute_start, (t0 + batch / speed) * factor_of(it))
             yield timeout(compute_end - compute_start)
             # push: the server's inbound NIC, then what is left of the worker's own link, + latency
             requested = env._now
-            own_s = grad_bytes * cont.network_factor(requested) / link
+            own_s = grad_bytes * network_factor(requested) / link
             if nic_in.busy or nic_in.waiting:
                 yield nic_in.request()
             else:  # Lane.request on a free server, inlined: granted now (timeout(0) == a succeeded event)
@@ -125,17 +127,17 @@ class AsyncDriver:
                 env._progress(env.progress_fraction())
             if numerics is not None:
                 numerics.push(w, read, samples, env._now)
-            self._tick(w)
+            tick(w)
             final = env.stopped or (target is not None and updates._n >= target)  # not env.may_update()
             if not final:
-                if not scheme.may_start(w, self.clocks):
+                if not may_start(w, self.clocks):
                     yield self._block(w)
                 pull_start = env._now
                 pulled_version = updates._n
                 if numerics is not None:
                     read = numerics.weights()
                 requested = env._now
-                own_s = grad_bytes * cont.network_factor(requested) / link
+                own_s = grad_bytes * network_factor(requested) / link
                 if nic_out.busy or nic_out.waiting:
                     yield nic_out.request()
                 else:

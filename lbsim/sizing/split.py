@@ -120,6 +120,9 @@ def _active_set_root(total: float, value, lo: np.ndarray, hi: np.ndarray) -> flo
     """
     u, v = value
     r = (total - float(u.sum())) / float(v.sum())
+    y = u + r * v
+    if not ((y <= lo).any() or (y >= hi).any()):  # the usual case: nothing clipped at the unclipped root
+        return r
     low = high = None
     for _ in range(20):
         y = u + r * v
