@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from lbsim.schemes.base import Clocks
+from lbsim.schemes.gate import Gate
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
 from simulator.network import ParameterServer, bytes_per_s
@@ -27,43 +27,19 @@ class AsyncDriver:
         self.scheme = env.scheme
         self.ps = ParameterServer(env, env.scenario.network, lanes=True)  # type: ignore[arg-type]
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None
-        self.clocks = Clocks(env.n)  # a list of ints that also tracks its min/max (O(1) gates)
-        self.blocked: list[tuple[int, Any]] = []  # workers held at the gate, first blocked first
-        # the scheme's gate key (if it has one) at which every blocked worker was last asked;
-        # None: unknown or mixed. While the key stays there, no blocked worker can be admitted.
-        self._gate_key = getattr(self.scheme, "gate_key", None)
-        self._blocked_key: Any = None
+        self.gate = Gate(self.scheme, env.n)  # clocks, held workers, releases (shared with the runtime)
+        self.clocks = self.gate.clocks
+        self.held: dict[int, Any] = {}  # the event each held worker waits on
         self.procs = [env.process(self.worker(w)) for w in range(env.n)]
 
     def _tick(self, w: int) -> None:
-        """Worker w's clock advanced: release, in the order they blocked, workers the gate now admits."""
-        clocks = self.clocks
-        clocks.tick(w)
-        self.scheme.on_push(w, self.env._now, clocks)
-        if not self.blocked:
-            return
-        key = None
-        if self._gate_key is not None:
-            key = self._gate_key(clocks)
-            if key == self._blocked_key:
-                return  # every blocked worker was asked at this key: the answers cannot have changed
-        may_start = self.scheme.may_start
-        still = []
-        for v, ev in self.blocked:
-            if may_start(v, clocks):
-                ev.succeed()
-            else:
-                still.append((v, ev))
-        self.blocked = still
-        self._blocked_key = key
+        """Worker w's push was applied: release, in the order they were held, workers the gate now admits."""
+        for v in self.gate.push(w, self.env._now):
+            self.held.pop(v).succeed()
 
-    def _block(self, w: int) -> Any:
-        gate = self.env.event()
-        if self._gate_key is not None:
-            key = self._gate_key(self.clocks)
-            self._blocked_key = key if not self.blocked or self._blocked_key == key else None
-        self.blocked.append((w, gate))
-        return gate
+    def _hold(self, w: int) -> Any:
+        event = self.held[w] = self.env.event()
+        return event
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
         # One generator per worker, the parameter server's push / apply / pull written out inline
@@ -77,7 +53,7 @@ class AsyncDriver:
         grad_bytes, link = env.gradient_bytes, bytes_per_s(spec.bandwidth_gbps)
         t0, speed = spec.t0_s, spec.samples_per_s
         timeout, record, updates, target = env.timeout, env.iterations.add, env.updates, env.update_target
-        batch_of, may_start, tick = scheme.batch, scheme.may_start, self._tick  # bound once
+        batch_of, admit, tick = scheme.batch, self.gate.admit, self._tick  # bound once
         compute_end_of, factor_of, network_factor = cont.compute_end, cont.iteration_factor, cont.network_factor
         pulled_version = 0
         read = numerics.weights() if numerics is not None else None  # the weights this worker computes on
@@ -130,8 +106,8 @@ class AsyncDriver:
             tick(w)
             final = env.stopped or (target is not None and updates._n >= target)  # not env.may_update()
             if not final:
-                if not may_start(w, self.clocks):
-                    yield self._block(w)
+                if not admit(w):
+                    yield self._hold(w)
                 pull_start = env._now
                 pulled_version = updates._n
                 if numerics is not None:

@@ -95,43 +95,58 @@ class AffineFitBank:
         self.decay = decay
         self.prior_weight = prior_weight
         m = len(self.a0)
-        self._x = np.zeros((m, history))  # each fit's last `history` points, oldest first in [i, :count[i]]
-        self._t = np.zeros((m, history))
-        self.count = np.zeros(m, dtype=np.int64)
+        # Each fit's points in a ring written twice (at c and c + history), so that its last
+        # `history` points, oldest first, are always the contiguous columns [s, s + history).
+        self._x = np.zeros((m, 2 * history))
+        self._t = np.zeros((m, 2 * history))
+        self._n = np.zeros(m, dtype=np.int64)  # observations so far, per fit
+        self._same_n = True  # every fit has had as many observations (the usual case)
         self._buf: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.a0)
 
+    @property
+    def count(self) -> np.ndarray:
+        """Points each fit currently holds (at most ``history``)."""
+        return np.minimum(self._n, self.history)
+
     def observe(self, batches: np.ndarray, times_s: np.ndarray, mask: np.ndarray | None = None) -> None:
         """One observation (``batches[i]``, ``times_s[i]``) for fit i, for every i (or where ``mask``)."""
         batches = np.asarray(batches, dtype=np.float64)
         times_s = np.asarray(times_s, dtype=np.float64)
-        if mask is None and self.count.size and self.count[0] == self.history and self.count.min() == self.history:
-            self._x[:, :-1] = self._x[:, 1:]  # the usual case: every fit full, drop every oldest point
-            self._t[:, :-1] = self._t[:, 1:]
-            self._x[:, -1] = batches
-            self._t[:, -1] = times_s
+        h = self.history
+        if mask is not None and not mask.all():
+            rows = np.flatnonzero(mask)
+            if not rows.size:
+                return
+            c = self._n[rows] % h
+            self._x[rows, c] = self._x[rows, c + h] = batches[rows]
+            self._t[rows, c] = self._t[rows, c + h] = times_s[rows]
+            self._n[rows] += 1
+            self._same_n = False
             return
-        rows = np.arange(len(self.a0)) if mask is None else np.flatnonzero(mask)
-        if not rows.size:
-            return
-        if mask is not None:
-            batches, times_s = batches[rows], times_s[rows]
-        full = self.count[rows] == self.history
-        if full.all():  # the usual case: drop every oldest point at once (a deque with maxlen)
-            self._x[rows, :-1] = self._x[rows, 1:]
-            self._t[rows, :-1] = self._t[rows, 1:]
-            self.count[rows] -= 1
-        elif full.any():
-            fr = rows[full]
-            self._x[fr, :-1] = self._x[fr, 1:]
-            self._t[fr, :-1] = self._t[fr, 1:]
-            self.count[fr] -= 1
-        pos = self.count[rows]
-        self._x[rows, pos] = batches
-        self._t[rows, pos] = times_s
-        self.count[rows] += 1
+        if self._same_n and self._n.size:
+            c = int(self._n[0]) % h  # every fit writes the same columns
+            self._x[:, c] = self._x[:, c + h] = batches
+            self._t[:, c] = self._t[:, c + h] = times_s
+        else:
+            rows = np.arange(len(self.a0))
+            c = self._n % h
+            self._x[rows, c] = self._x[rows, c + h] = batches
+            self._t[rows, c] = self._t[rows, c + h] = times_s
+        self._n += 1
+
+    def _window(self, rows: np.ndarray | slice, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The last ``k`` points of the fits ``rows`` (all with ``k`` points), oldest first."""
+        h = self.history
+        if self._same_n:
+            n = int(self._n[0])
+            s = n % h if n >= h else 0
+            return self._x[rows, s : s + k], self._t[rows, s : s + k]
+        n = self._n[rows]
+        idx = np.where(n >= h, n % h, 0)[:, None] + np.arange(k)
+        return np.take_along_axis(self._x[rows], idx, axis=1), np.take_along_axis(self._t[rows], idx, axis=1)
 
     def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
         """Every fit's (a, b): a >= 0 and b > 0, as AffineFit.coefficients."""
@@ -151,7 +166,7 @@ class AffineFitBank:
         # AffineFit.coefficients, row by row, with the same operations in the same order (products
         # of two factors are commutative in IEEE arithmetic, so in-place forms give the same bits);
         # scratch buffers are reused: fresh (m, k) temporaries would each cost an mmap and page faults
-        x, t = self._x[rows, :k], self._t[rows, :k]
+        x, t = self._window(rows, k)
         a0, b0 = self.a0[rows], self.b0[rows]
         m = len(a0)
         if self._buf is None or self._buf.shape[1:] != (m, k):
@@ -166,7 +181,7 @@ class AffineFitBank:
         scale = swt / np.sum(wn, axis=1)
         pa, pb = a0 * scale, b0 * scale
         lam = self.prior_weight
-        xmax = np.maximum(1.0, np.max(x, axis=1))
+        xmax = np.maximum(1.0, np.max(x.T.copy(), axis=0))  # == np.max(x, axis=1) (a max is exact), faster
         np.divide(x, xmax[:, None], out=xs)  # xs = x / xmax
         np.multiply(w, xs, out=wxs)  # w * xs
         s_wxs = np.sum(wxs, axis=1)

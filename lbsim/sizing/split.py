@@ -124,18 +124,18 @@ def _active_set_root(total: float, value, lo: np.ndarray, hi: np.ndarray) -> flo
     if not ((y <= lo).any() or (y >= hi).any()):  # the usual case: nothing clipped at the unclipped root
         return r
     low = high = None
-    for _ in range(20):
+    for _ in range(20):  # (dot products: a guess needs no particular rounding, only speed)
         y = u + r * v
         new_low, new_high = y <= lo, y >= hi
         if low is not None and not (new_low != low).any() and not (new_high != high).any():
             return r
         low, high = new_low, new_high
         free = ~(low | high)
-        s = float(np.sum(v, where=free))
+        s = float(np.dot(v, free))
         if not s > 0.0:
             return None
-        fixed = float(np.sum(lo, where=low)) + float(np.sum(hi, where=high))
-        r = (total - fixed - float(np.sum(u, where=free))) / s
+        fixed = float(np.dot(lo, low)) + float(np.dot(hi, high))
+        r = (total - fixed - float(np.dot(u, free))) / s
     return None
 
 

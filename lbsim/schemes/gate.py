@@ -1,0 +1,72 @@
+"""The parameter server's gate for asynchronous schemes: clocks, held workers, releases.
+
+An :class:`~lbsim.schemes.base.AsyncScheme` decides whether a worker may start its next
+iteration (SSP's staleness bound, DSSP's controller, ElasticBSP's barrier); an engine holds the
+worker until the answer is yes. The bookkeeping around that decision is the same in every engine
+and lives here, so the simulator and the torch runtime enact the same rule in the same order:
+
+* :meth:`Gate.push` — the server applied a push of worker ``w`` at ``time_s``: its clock advances,
+  the scheme is told (``on_push``), and every held worker is asked again, in the order they were
+  held; those now admitted are returned (in that order) and are no longer held.
+* :meth:`Gate.admit` — may ``w`` start its next iteration now? If not, it is held until a later
+  push releases it.
+
+With a scheme that has ``gate_key(clocks)`` (its answers for a held worker can only change when
+the key does), held workers are asked again only when the key has changed since they were all
+last asked: an O(1) check per push instead of one call per held worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lbsim.schemes.base import Clocks
+
+
+class Gate:
+    """Every worker's clock and the workers an asynchronous scheme currently holds."""
+
+    __slots__ = ("scheme", "clocks", "held", "_key_of", "_held_key")
+
+    def __init__(self, scheme: Any, workers: int) -> None:
+        self.scheme = scheme
+        self.clocks = Clocks(workers)  # pushes applied per worker, with O(1) min / max
+        self.held: list[int] = []  # held workers, first held first
+        self._key_of = getattr(scheme, "gate_key", None)
+        # the gate key at which every held worker was last asked (None: unknown or mixed)
+        self._held_key: Any = None
+
+    def push(self, worker: int, time_s: float) -> list[int]:
+        """A push of ``worker`` was applied at ``time_s``; returns the held workers it releases."""
+        clocks = self.clocks
+        clocks.tick(worker)
+        self.scheme.on_push(worker, time_s, clocks)
+        if not self.held:
+            return []
+        key = None
+        if self._key_of is not None:
+            key = self._key_of(clocks)
+            if key == self._held_key:
+                return []  # every held worker was asked at this key: no answer can have changed
+        may_start = self.scheme.may_start
+        released, still = [], []
+        for v in self.held:
+            (released if may_start(v, clocks) else still).append(v)
+        self.held = still
+        self._held_key = key
+        return released
+
+    def admit(self, worker: int) -> bool:
+        """May ``worker`` start its next iteration now? If not, it is held (see :meth:`push`)."""
+        if self.scheme.may_start(worker, self.clocks):
+            return True
+        if self._key_of is not None:
+            key = self._key_of(self.clocks)
+            self._held_key = key if not self.held or self._held_key == key else None
+        self.held.append(worker)
+        return False
+
+    def release_all(self) -> list[int]:
+        """Every held worker, in the order held (the run is over); none is held afterwards."""
+        out, self.held = self.held, []
+        return out
