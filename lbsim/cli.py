@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def runtime_args(sp: argparse.ArgumentParser) -> None:
         scenario_args(sp)
-        sp.add_argument("--nproc", type=int, help="processes, one per worker (default: the scenario's worker count)")
+        sp.add_argument("--nproc", type=int, help="processes, one per worker plus one for a parameter-server scheme's server (default: what the scenario needs)")
         sp.add_argument("--backend", choices=("gloo", "nccl"), help="torch.distributed backend (default gloo; nccl: one GPU per rank)")
         sp.add_argument("--contention", choices=("emulated", "real"),
                         help="emulated (default): stretch each step by the scenario's slowdown; real: a co-located CPU burner")

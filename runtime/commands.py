@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
-from runtime.config import check_runnable
+from runtime.config import check_runnable, uses_server
 from runtime.worker import Job, Task, options_from_args
 
 DEFAULT_VALIDATE_SCHEMES = ("bsp", "lbbsp")
@@ -89,9 +89,12 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     n = 0
     for name in names:  # everything is checked before anything runs
         try:
-            n = check_runnable(_load(args, name), options, nproc=args.nproc)
+            n = max(n, check_runnable(_load(args, name), options))
         except InputError as err:
             raise InputError(err.path, f"{err.message} (with scheme {name} from --schemes)") from None
+    if args.nproc is not None and args.nproc != n:
+        server = " (the workers plus a parameter server)" if any(uses_server(s) for s in names) else ""
+        raise InputError("--nproc", f"validating {', '.join(names)} needs {n} processes{server}; give --nproc {n} or leave it out")
     out = out.resolve()
     tasks = []
     for name in names:  # each run bracketed by two profiles of its own (its scheme's sizing call included)

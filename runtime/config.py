@@ -20,8 +20,21 @@ from typing import Any, Literal
 
 from lbsim.errors import InputError
 
-SUPPORTED_SCHEMES = ("bsp", "static", "lbbsp")
-"""Synchronous schemes the runtime runs (parameter-server schemes: issue 7)."""
+SYNC_SCHEMES = ("bsp", "static", "lbbsp", "loft")
+"""Schemes the runtime runs as a barrier and an all-reduce per round (:mod:`runtime.loop`)."""
+PS_SCHEMES = ("asp", "ssp", "dssp", "elastic_bsp", "wbsp")
+"""Schemes the runtime runs with a parameter-server rank (:mod:`runtime.ps`, :mod:`runtime.wbsp`)."""
+SUPPORTED_SCHEMES = SYNC_SCHEMES + PS_SCHEMES
+
+
+def uses_server(scheme: str) -> bool:
+    """Does ``scheme`` run with a parameter-server rank (rank n, after the n workers)?"""
+    return scheme in PS_SCHEMES
+
+
+def world_size(workers: int, schemes: Any) -> int:
+    """Ranks a job running ``schemes`` (names) needs: the workers, plus the server if any scheme uses one."""
+    return workers + (1 if any(uses_server(s) for s in schemes) else 0)
 
 ContentionMode = Literal["emulated", "real"]
 Backend = Literal["gloo", "nccl"]
@@ -106,22 +119,26 @@ def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
 
 
 def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None = None) -> int:
-    """Every reason the runtime cannot run ``scenario`` as an InputError; returns the worker count."""
+    """Every reason the runtime cannot run ``scenario`` as an InputError; returns the ranks it needs
+    (one per worker, plus the parameter server's for the schemes that use one)."""
     from lbsim.scenario.resolve import resolve_workers
 
     name = scenario.scheme.kind
     if name not in SUPPORTED_SCHEMES:
         raise InputError(
             "scheme.name",
-            f"scheme {name!r} is not supported by the runtime; supported: {', '.join(SUPPORTED_SCHEMES)} "
-            "(the parameter-server schemes need the runtime's PS mode, not built yet)",
+            f"scheme {name!r} is not supported by the runtime; supported: {', '.join(SUPPORTED_SCHEMES)}",
         )
     if getattr(scenario.scheme, "backup_workers", 0):
         raise InputError("scheme.backup_workers", "the runtime's all-reduce BSP has no backup workers; set it to 0")
-    if getattr(scenario, "data", None) is not None:
-        raise InputError("data", "the runtime does not emulate data placement and fetching yet; remove the data: section")
-    if getattr(getattr(scenario, "numerics", None), "byzantine", None) is not None:
-        raise InputError("numerics.byzantine", "the runtime does not inject Byzantine gradients; remove it (or use the simulator)")
+    # data: (placement checked by the loader) and numerics.byzantine run in the synchronous loop
+    # (runtime/loft.py) for every scheme; with bsp/static/lbbsp's batch-weighted mean nothing
+    # defends against a Byzantine rank, which is what such a run shows.
+    byzantine = getattr(getattr(scenario, "numerics", None), "byzantine", None)
+    if byzantine is not None:
+        from lbsim.scenario.resolve import select_workers
+
+        select_workers(byzantine.workers, resolve_workers(scenario), "numerics.byzantine.workers")
     if options.contention == "real" and getattr(scenario.scheme, "predictor", None) == "oracle":
         raise InputError("scheme.predictor", "oracle needs the future slowdown, which the runtime knows only with --contention emulated")
     if options.threads < 1:
@@ -129,18 +146,28 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
     if options.timeout_s <= 0:
         raise InputError("--timeout-s", f"must be > 0, got {options.timeout_s}")
     n = len(resolve_workers(scenario))
-    if nproc is not None and nproc != n:
+    ranks = world_size(n, [name])
+    if nproc is not None and nproc != ranks:
+        server = f" plus one for {name}'s parameter server" if ranks > n else ""
         raise InputError(
             "--nproc",
-            f"the scenario has {n} workers and the runtime runs one process per worker; "
-            f"give --nproc {n} or change the cluster (e.g. --set cluster.groups.0.count=...)",
+            f"the scenario has {n} workers and the runtime runs one process per worker{server}; "
+            f"give --nproc {ranks} or change the cluster (e.g. --set cluster.groups.0.count=...)",
         )
+    if ranks > n and getattr(scenario, "data", None) is not None:
+        raise InputError("data", f"the runtime's parameter-server mode ({name}) does not emulate data placement; "
+                                 "remove the data: section (the synchronous schemes emulate it)")
+    if ranks > n and getattr(getattr(scenario, "numerics", None), "byzantine", None) is not None:
+        raise InputError("numerics.byzantine", f"the runtime's parameter-server mode ({name}) does not inject "
+                                               "Byzantine gradients; remove it (or use the simulator)")
+    if options.backend == "nccl" and ranks > n:
+        raise InputError("--backend", f"{name} runs with a parameter server, which the runtime runs on gloo only; use --backend gloo")
     if options.backend == "nccl":
         gpus = _cuda_devices()
         if gpus < n:
             raise InputError("--backend", f"nccl needs one GPU per rank: {n} ranks, {gpus} GPU(s) here; use gloo")
     training_config(scenario, options)
-    return n
+    return ranks
 
 
 def _cuda_devices() -> int:

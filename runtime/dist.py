@@ -99,10 +99,16 @@ class Heartbeat:
 
 
 class Comm:
-    """The collectives of the runtime, with errors that name the rank, the collective and the round."""
+    """The collectives of the runtime, with errors that name the rank, the collective and the round.
 
-    def __init__(self, info: RankInfo) -> None:
+    ``group``: the process group they run on (None: every rank). A job that also runs a
+    parameter-server scheme has one rank more than workers; its synchronous tasks run on the
+    workers' group, whose ranks are the workers' (``info`` is then that group's view).
+    """
+
+    def __init__(self, info: RankInfo, group: Any = None) -> None:
         self.info = info
+        self.group = group
 
     def _call(self, what: str, round_: int, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -112,25 +118,25 @@ class Comm:
 
     def all_gather(self, t: torch.Tensor, what: str, round_: int) -> torch.Tensor:
         out = [torch.empty_like(t) for _ in range(self.info.world)]
-        self._call(what, round_, dist.all_gather, out, t)
+        self._call(what, round_, dist.all_gather, out, t, group=self.group)
         return torch.stack(out)
 
     def all_reduce(self, t: torch.Tensor, what: str, round_: int) -> None:
-        self._call(what, round_, dist.all_reduce, t, op=dist.ReduceOp.SUM)
+        self._call(what, round_, dist.all_reduce, t, op=dist.ReduceOp.SUM, group=self.group)
 
     def broadcast(self, t: torch.Tensor, what: str, round_: int = -1) -> None:
-        self._call(what, round_, dist.broadcast, t, 0)
+        self._call(what, round_, dist.broadcast, t, 0, group=self.group)
 
     def broadcast_object(self, obj: Any, what: str) -> Any:
         box = [obj]
-        self._call(what, -1, dist.broadcast_object_list, box, 0, device=self.info.device)
+        self._call(what, -1, dist.broadcast_object_list, box, 0, group=self.group, device=self.info.device)
         return box[0]
 
     def barrier(self, what: str, round_: int = -1) -> None:
         if self.info.backend == "nccl":
-            self._call(what, round_, dist.barrier, device_ids=[self.info.local_rank])
+            self._call(what, round_, dist.barrier, group=self.group, device_ids=[self.info.local_rank])
         else:
-            self._call(what, round_, dist.barrier)
+            self._call(what, round_, dist.barrier, group=self.group)
 
 
 class FailureHook:

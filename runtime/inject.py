@@ -118,3 +118,46 @@ class RealBurner:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+
+
+class Injection:
+    """One rank's contention for a run, whichever the mode: set up, started at the clock origin,
+    applied after each compute step (the training loops' one interface to this module)."""
+
+    def __init__(self, cont: WorkerContention, *, mode: str | None, scenario: str, overrides: list[str], worker: int,
+                 cores: list[int] | None, horizon_s: float) -> None:
+        """``mode``: ``emulated``, ``real`` or None (no contention: profiling)."""
+        self.cont = cont
+        self.mode = mode
+        self.emu: Emulated | None = None
+        self.burner: RealBurner | None = None
+        if mode == "real":
+            self.burner = RealBurner(scenario=scenario, overrides=overrides, worker=worker, cores=cores or [],
+                                     cont=cont, horizon_s=horizon_s)
+            self.burner.prepare()
+
+    def start(self, clock_t0: float) -> None:
+        """The ranks passed their start barrier at ``clock_t0`` (time.monotonic())."""
+        if self.mode == "emulated":
+            self.emu = Emulated(self.cont, clock_t0)
+        elif self.burner is not None:
+            self.burner.start(clock_t0)
+
+    def multiplier(self, iteration: int) -> float:
+        """The replayed trace's factor on ``iteration`` (1 unless emulated)."""
+        return self.emu.iteration_multiplier(iteration) if self.emu is not None else 1.0
+
+    def after_compute(self, start_s: float, real_s: float, multiplier: float) -> None:
+        """A step that started at ``start_s`` took ``real_s`` of real compute: stretch it (emulated)."""
+        if self.emu is not None:
+            self.emu.stretch(start_s, real_s, multiplier)
+
+    def readings(self, t: float, measured_cpu: float, next_multiplier: float) -> tuple[float, float]:
+        """``(cpu_available, oracle_slowdown)`` at ``t``: the schedule's when emulated, else the measured (no oracle)."""
+        if self.emu is not None:
+            return self.emu.cpu_available(t), self.emu.oracle(t, next_multiplier)
+        return measured_cpu, math.nan
+
+    def stop(self) -> None:
+        if self.burner is not None:
+            self.burner.stop()

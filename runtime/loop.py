@@ -2,7 +2,9 @@
 
 One round on rank ``r`` (all ranks run the same code; rank 0 also holds the scheme)::
 
-    start    draw the global batch from the shared stream, keep this rank's x_r samples
+    start    [data: section: sleep for the emulated read of l_r local + x_r - l_r remote samples]
+             draw the global batch from the shared stream, keep this rank's x_r samples
+             (data: section: l_r from its own shard, the rest from the shared stream)
              forward/backward: g_r = mean gradient of the local loss (L2 penalty included)
              [emulated contention: sleep until compute_end(start, real step time x multiplier)]
     compute end: read CPU/memory availability
@@ -12,6 +14,10 @@ One round on rank ``r`` (all ranks run the same code; rank 0 also holds the sche
                 -> every rank has g = sum_r (x_r / X) g_r, the mean gradient over the X samples
                    (exactly the concatenated batch's), and rank 0's decision
     step     w -= lr_t * g (momentum as lbsim.numerics.SGD); every replica applies the same update
+
+Data placement, LOFT's robust aggregation (chunked all_to_all + all_gather instead of the
+all-reduce) and Byzantine ranks are in :mod:`runtime.loft`; the tail then also carries the next
+round's local counts l_r (rank 0's decision: the scheme's if it is LocalityAware, else uniform).
 
 The decided batches travel in the tail of the gradient all-reduce (the other ranks contribute
 zeros there, so the sum is rank 0's values: a broadcast without a third collective per round).
@@ -36,7 +42,8 @@ from lbsim.schemes.base import RoundObservation, WorkerObservation
 from runtime.config import RuntimeOptions, TrainingConfig
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
 from runtime.inject import Emulated, RealBurner
-from runtime.model import BatchSlicer, FlatModel, SGDState, TrainData
+from runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler, aggregation_rule, local_counts
+from runtime.model import FlatModel, SGDState, TrainData
 from runtime.records import FIELDS, F, RoundLog
 from runtime.resources import ResourceReader
 
@@ -86,20 +93,23 @@ def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:
     obs = []
     for i, row in enumerate(table):
         oracle = float(row[F["oracle_slowdown"]])
+        batch, local, fetch = int(row[F["batch"]]), int(row[F["local"]]), float(row[F["fetch_s"]])
         obs.append(WorkerObservation(
-            worker=i, batch=int(row[F["batch"]]), compute_s=float(row[F["compute_end_s"]] - row[F["start_s"]]),
+            worker=i, batch=batch, compute_s=float(row[F["compute_end_s"]] - row[F["start_s"]]) - fetch,
             comm_s=0.0, wait_s=0.0, cpu_available=float(row[F["cpu_available"]]),
             mem_available=float(row[F["mem_available"]]), oracle_slowdown=oracle if math.isfinite(oracle) else None,
+            fetch_s=fetch, local_samples=local, remote_samples=batch - local,
         ))
     return RoundObservation(update=k, time_s=t, workers=tuple(obs))
 
 
-def _not_injected(conts: list[Any], mode: str) -> list[str]:
+def _not_injected(conts: list[Any], mode: str, data: bool = False) -> list[str]:
     """What of the scenario's contention this mode does not reproduce (reported in the summary)."""
     notes = []
     for i, c in enumerate(conts):
         if c.network:
-            notes.append(f"worker {i}: network contention is not injected by the runtime")
+            notes.append(f"worker {i}: network contention slows only the emulated data fetch, not the all-reduce" if data
+                         else f"worker {i}: network contention is not injected by the runtime")
         if mode == "real" and c.iterations:
             notes.append(f"worker {i}: per-iteration trace multipliers are not applied in real mode")
     return notes
@@ -112,16 +122,27 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     seed = spec.scenario.seed
     w = model.initial(seed, dtype=dtype, device=dev)
     opt = SGDState(spec.training)
-    slicer = BatchSlicer(int(data.X_train.shape[0]), seed, r)
     conts = build_contention(spec.scenario, spec.workers)
     cont = conts[r]
-    notes = _not_injected(conts, spec.options.contention) if spec.inject and r == 0 else []
+    fetcher = DataFetch(spec.scenario, spec.workers, r, cont, spec.inject)
+    layout = fetcher.layout
+    fractions = [wd.local_fraction for wd in layout.workers] if layout is not None else [0.0] * n
+    sampler = LocalitySampler(int(data.X_train.shape[0]), seed, r, fractions)  # no shards: runtime.model.BatchSlicer's draws
+    byzantine = Byzantine(spec.scenario, spec.workers, r)
+    notes = _not_injected(conts, spec.options.contention, layout is not None) if spec.inject and r == 0 else []
+    if r == 0 and byzantine.note():
+        notes.append(str(byzantine.note()))
     scheme = spec.scheme_factory() if r == 0 else None
-    bt = torch.zeros(n, dtype=torch.int64, device=dev)
+    rule, tolerance_f = aggregation_rule(spec.scenario)
+    if scheme is not None and getattr(scheme, "aggregation_rule", (rule, tolerance_f)) != (rule, tolerance_f):
+        raise RuntimeError(f"scheme aggregation {scheme.aggregation_rule} differs from its config's {(rule, tolerance_f)}")
+    exchange = GradientExchange(comm, rule, tolerance_f, model.n_params)
+    bt = torch.zeros(2 * n, dtype=torch.int64, device=dev)
     if scheme is not None:
-        bt[:] = torch.tensor(scheme.initial_batches(), dtype=torch.int64)
+        first = list(scheme.initial_batches())
+        bt[:] = torch.tensor([*first, *local_counts(scheme, layout, first)], dtype=torch.int64)
     comm.broadcast(bt, "broadcast of the initial batches")
-    batches = [int(v) for v in bt.tolist()]
+    batches, local = [int(v) for v in bt[:n].tolist()], [int(v) for v in bt[n:].tolist()]
     reader = ResourceReader(cores)
     n_params = model.n_params
     cuda = dev.type == "cuda"
@@ -145,7 +166,8 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
         while True:
             hook.check(k)
             start = time.monotonic() - t0
-            idx = slicer.next(batches)
+            fend = fetcher.read(t0, start, batches, local)
+            idx = sampler.next(batches, local)
             x_r, total = batches[r], sum(batches)
             if x_r > 0:
                 ii = torch.from_numpy(idx).to(dev)
@@ -154,9 +176,9 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
                 loss, g = math.nan, torch.zeros(n_params, dtype=dtype, device=dev)
             if cuda:
                 torch.cuda.synchronize(dev)
-            real = time.monotonic() - t0 - start
+            real = time.monotonic() - t0 - fend
             if emu is not None:
-                emu.stretch(start, real, multiplier)
+                emu.stretch(fend, real, multiplier)
             cend = time.monotonic() - t0
             cpu_measured, mem = reader.cpu_available(), reader.mem_available()
             if emu is not None:
@@ -167,12 +189,13 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             row = [0.0] * len(FIELDS)
             for name, value in (("round", k), ("batch", x_r), ("start_s", start), ("compute_end_s", cend),
                                 ("cpu_available", cpu), ("mem_available", mem), ("cpu_measured", cpu_measured),
-                                ("oracle_slowdown", oracle), ("real_compute_s", real), ("loss", loss)):
+                                ("oracle_slowdown", oracle), ("real_compute_s", real), ("loss", loss),
+                                ("fetch_s", fend - start), ("local", local[r])):
                 row[F[name]] = float(value)
             table = comm.all_gather(torch.tensor(row, dtype=torch.float64, device=dev),
                                     "all_gather of the observations", k).cpu().numpy()
-            flat = torch.zeros(n_params + n + 1, dtype=dtype, device=dev)
-            flat[:n_params] = g * (x_r / total)
+            fetcher.observe(table[:, F["compute_end_s"]])
+            tail = torch.zeros(2 * n + 1, dtype=dtype, device=dev)  # [next batches | next local counts | stop]
             if r == 0:
                 assert log is not None and scheme is not None
                 log.add(table)
@@ -180,17 +203,17 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
                 t_decide = time.monotonic()
                 nxt = batches if stop else list(scheme.next_batches(_observation(table, k, cend)))
                 decision_s.append(time.monotonic() - t_decide)
-                flat[n_params:n_params + n] = torch.tensor(nxt, dtype=dtype)
-                flat[n_params + n] = 1.0 if stop else 0.0
+                tail[:2 * n] = torch.tensor([*nxt, *local_counts(scheme, layout, nxt)], dtype=dtype)
+                tail[2 * n] = 1.0 if stop else 0.0
                 hb.progress(spec.fraction(k, cend))
-            comm.all_reduce(flat, "all_reduce of the gradients", k)
-            opt.step(w, flat[:n_params])
-            tail = flat[n_params:].tolist()
-            batches = [int(round(v)) for v in tail[:n]]
+            g_agg, tail = exchange.exchange(byzantine.apply(g), x_r, total, tail, k)
+            opt.step(w, g_agg)
+            decided = [int(round(v)) for v in tail.tolist()]
+            batches, local = decided[:n], decided[n:2 * n]
             multiplier = next_multiplier
             k += 1
             hb.beat(k)
-            if tail[n] > 0.5:
+            if decided[2 * n] > 0:
                 break
         end = time.monotonic() - t0
         closing = [math.nan] * len(FIELDS)

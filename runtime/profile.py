@@ -143,8 +143,12 @@ def _probe(comm: Comm, info: RankInfo, numel: int, dtype: torch.dtype) -> float:
 
 
 def run_profile(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, base: LoopSpec, model: Any,
-                data: Any, cores: list[int] | None) -> dict[str, Any] | None:
-    """Profile on every rank; rank 0 returns the calibration (None elsewhere)."""
+                data: Any, cores: list[int] | None, ps_probe: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Profile on every rank; rank 0 returns the calibration (None elsewhere).
+
+    ``ps_probe``: the parameter server's measured costs (:mod:`runtime.ps_probe`, rank 0), kept
+    with the measurements; a scenario whose scheme uses a server is calibrated with them.
+    """
     n = info.world
     sizes = profile_sizes(base.scenario.workload.global_batch, [w.max_batch for w in base.workers])
     spec = LoopSpec(
@@ -162,16 +166,18 @@ def run_profile(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, ba
         comm_s = [r.comm_s for r in kept if r.worker == 0]
     dtype = getattr(torch, base.options.dtype)
     elem = torch.tensor([], dtype=dtype).element_size()
-    small_s = _probe(comm, info, model.n_params + n + 1, dtype)
+    small_s = _probe(comm, info, model.n_params + 2 * n + 1, dtype)
     big_numel = max(PROBE_BYTES // elem, 16 * model.n_params)
     big_s = _probe(comm, info, big_numel, dtype)
     if info.rank != 0:
         return None
     raw = {
         "sizes": sizes, "compute_s": {str(b): compute[b] for b in sizes}, "comm_s": comm_s,
-        "probe": {"small_bytes": (model.n_params + n + 1) * elem, "small_s": small_s, "big_bytes": big_numel * elem, "big_s": big_s},
+        "probe": {"small_bytes": (model.n_params + 2 * n + 1) * elem, "small_s": small_s, "big_bytes": big_numel * elem, "big_s": big_s},
         "gradient_bytes": model.n_params * elem,
     }
+    if ps_probe is not None:
+        raw["ps_probe"] = ps_probe
     return calibration(base.scenario, base.workers, raw)
 
 
@@ -190,12 +196,17 @@ def pool(*raws: dict[str, Any]) -> dict[str, Any]:
                   for k in first["probe"]},
         "gradient_bytes": first["gradient_bytes"],
         "pooled": len(raws),
+        **({"ps_probe": {k: (float(np.mean([r["ps_probe"][k] for r in raws])) if k.endswith("_s") else first["ps_probe"][k])
+                         for k in first["ps_probe"] if k != "workers_rtt_s"}}
+           if all("ps_probe" in r for r in raws) else {}),
     }
 
 
 def calibration(scenario: Any, workers_spec: tuple[Any, ...], raw: dict[str, Any]) -> dict[str, Any]:
     """Fits and overrides from a profile's measurements ``raw`` (pure)."""
     from lbsim.scenario.loader import scenario_data
+    from runtime.config import uses_server
+    from runtime.ps_probe import ps_network
 
     sizes = [int(b) for b in raw["sizes"]]
     compute = {b: raw["compute_s"][str(b)] for b in sizes}
@@ -223,7 +234,15 @@ def calibration(scenario: Any, workers_spec: tuple[Any, ...], raw: dict[str, Any
     overrides: dict[str, Any] = {"cluster": {"groups": groups}, "workload": {"gradient_bytes": grad_bytes}}
     sets.append(f"workload.gradient_bytes={grad_bytes}")
     network = None
-    if n > 1:
+    if raw.get("ps_probe") is not None and uses_server(scenario.scheme.kind):
+        # the parameter server's measured costs; every worker's own link at the same bandwidth, so
+        # a push or pull costs S / B + L in the simulator, as in the probe
+        network = {k: (_sig(v) if isinstance(v, float) else v) for k, v in ps_network(raw["ps_probe"]).items()}
+        overrides["network"] = network
+        for g, group in enumerate(groups):
+            group["bandwidth_gbps"] = network["server_bandwidth_gbps"]
+            sets.append(f"cluster.groups.{g}.bandwidth_gbps={network['server_bandwidth_gbps']}")
+    elif n > 1:
         slope_s = (big_s - small_s) / max(1, big_bytes - small_bytes)  # seconds per byte, probe
         bytes_per_s = ring / slope_s if slope_s > 0 else ring * big_bytes / big_s
         alpha = max(0.0, (comm_mean - ring * grad_bytes / bytes_per_s) / (2 * (n - 1)))

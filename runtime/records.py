@@ -3,13 +3,16 @@
 Every round each rank contributes one observation row (its own clock, seconds since the common
 start barrier); rank 0 receives the table through the all-gather and turns it into
 :class:`~lbsim.metrics.records.IterationRecord` and :class:`~lbsim.metrics.records.UpdateRecord`.
-A rank's round ``k`` runs ``start -> compute end`` (batch draw, forward/backward, emulated stretch)
-then ``compute end -> end`` (the all-gather that is the barrier, rank 0's sizing decision, the
-gradient all-reduce and the SGD step); its end is the start of its round ``k + 1``, so round ``k``
-is written when round ``k + 1``'s table (or the closing all-gather) arrives. With ``P_i`` rank i's
-time after its compute, the round's communication is that of the last rank to arrive,
-``comm = min_i P_i``, and ``wait_i = P_i - comm`` (so ``compute + comm + wait = end - start``, as in
-the simulator, with no clock shared between ranks needed). The update is made at
+A rank's round ``k`` runs ``start -> fetch end`` (the emulated read of its batch with a ``data:``
+section, :mod:`runtime.loft`; the row's ``fetch_s``, 0 without one), ``fetch end -> compute end``
+(batch draw, forward/backward, emulated stretch: ``compute_s``), then ``compute end -> end`` (the
+all-gather that is the barrier, rank 0's sizing decision, the gradient aggregation and the SGD
+step; the row also carries the batch's ``local`` sample count); its end is the start of its
+round ``k + 1``, so round ``k`` is written when round ``k + 1``'s table (or the closing all-gather)
+arrives. With ``P_i`` rank i's time after its compute, the round's communication is that of the
+last rank to arrive, ``comm = min_i P_i``, and ``wait_i = P_i - comm`` (so
+``fetch + compute + comm + wait = end - start``, as in the simulator, with no clock shared between
+ranks needed). The update is made at
 ``max_i(compute end) + comm``.
 
 Records are streamed to ``*.partial.csv`` as they are made, so a run that fails keeps everything up
@@ -30,10 +33,10 @@ from lbsim.metrics.writers import csv_text, write_json
 
 # Fields of one rank's observation row (float64), in order.
 FIELDS = ("round", "batch", "start_s", "compute_end_s", "cpu_available", "mem_available", "cpu_measured",
-          "oracle_slowdown", "real_compute_s", "loss")
+          "oracle_slowdown", "real_compute_s", "loss", "fetch_s", "local")
 F = {name: i for i, name in enumerate(FIELDS)}
 OBSERVATION_COLUMNS = ("worker", "iteration", "batch", "compute_s", "real_compute_s", "cpu_available",
-                       "cpu_measured", "mem_available", "loss")
+                       "cpu_measured", "mem_available", "loss", "fetch_s", "local_samples", "remote_samples")
 PARTIAL = {"iterations": ITERATION_COLUMNS, "updates": UPDATE_COLUMNS, "observations": OBSERVATION_COLUMNS}
 
 
@@ -78,22 +81,24 @@ class RoundLog:
     def _complete(self, t: np.ndarray, ends: np.ndarray) -> None:
         k = int(t[0, F["round"]])
         start, cend, batch = t[:, F["start_s"]], t[:, F["compute_end_s"]], t[:, F["batch"]].astype(int)
+        fetch, local = t[:, F["fetch_s"]], t[:, F["local"]].astype(int)
         post = ends - cend
         comm = max(0.0, float(post.min()))
         total = int(batch.sum())
         its = [
             IterationRecord(
-                worker=i, iteration=k, update=k, start_s=float(start[i]), compute_s=float(cend[i] - start[i]),
+                worker=i, iteration=k, update=k, start_s=float(start[i]), compute_s=float(cend[i] - start[i] - fetch[i]),
                 comm_s=comm, wait_s=max(0.0, float(post[i]) - comm), end_s=float(ends[i]), batch=int(batch[i]),
-                staleness=0, dropped=False, weight=float(batch[i]) / total if total else 0.0,
+                staleness=0, dropped=False, weight=float(batch[i]) / total if total else 0.0, fetch_s=float(fetch[i]),
             )
             for i in range(self.n)
         ]
         upd = UpdateRecord(update=k, time_s=float(cend.max()) + comm, samples=total, gradients=self.n)
         obs = [
-            (i, k, int(batch[i]), float(cend[i] - start[i]), float(t[i, F["real_compute_s"]]),
+            (i, k, int(batch[i]), float(cend[i] - start[i] - fetch[i]), float(t[i, F["real_compute_s"]]),
              float(t[i, F["cpu_available"]]), float(t[i, F["cpu_measured"]]), float(t[i, F["mem_available"]]),
-             float(t[i, F["loss"]]) if math.isfinite(t[i, F["loss"]]) else "")
+             float(t[i, F["loss"]]) if math.isfinite(t[i, F["loss"]]) else "", float(fetch[i]), int(local[i]),
+             int(batch[i] - local[i]))
             for i in range(self.n)
         ]
         self.iterations.extend(its)

@@ -7,7 +7,9 @@ simulator gets both pooled, so a machine whose speed drifts (other tenants) is n
 simulator error.
 
 * ``mean_iteration_s`` and ``throughput_samples_per_s``: relative error ``(simulator - runtime) / runtime``;
-* the batch-size trajectory: every worker's batch in every update both engines made,
+* ``staleness_mean`` and ``final_accuracy`` (when the simulator ran with ``numerics``): absolute
+  differences ``simulator - runtime``;
+* the batch-size trajectory (synchronous schemes; a parameter-server update is one gradient): every worker's batch in every update both engines made,
   ``batch_trajectory = sum |x_sim - x_rt| / sum x_rt`` over updates and workers (0: identical
   decisions; 2: disjoint) — with measured, noisy step times the per-update decisions differ even
   when the sizing converges to the same split, so ``mean_batch`` (the same distance between each
@@ -25,7 +27,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-METRICS = ("mean_iteration_s", "throughput_samples_per_s", "p99_iteration_s", "mean_barrier_wait_s", "wait_fraction")
+from runtime.config import uses_server
+
+METRICS = ("mean_iteration_s", "throughput_samples_per_s", "p99_iteration_s", "mean_barrier_wait_s", "wait_fraction",
+           "fetch_fraction")
 
 
 def read_batches(run_dir: Path) -> dict[int, dict[int, int]]:
@@ -72,13 +77,21 @@ def compare_runs(runtime_dir: Path, simulator_dir: Path) -> dict[str, Any]:
     mean_diff = sum(abs(a - b) for a, b in zip(mean_sim, mean_rt, strict=True))
     entry["error"]["mean_batch"] = float(f"{mean_diff / sum(mean_rt):.6g}") if sum(mean_rt) else None
     entry["error"]["compared_updates"] = len(common)
+    for m in ("staleness_mean", "final_accuracy"):  # absolute differences (a relative one means little near 0)
+        entry["runtime"][m], entry["simulator"][m] = rt.get(m), sim.get(m)
+        a, b = sim.get(m), rt.get(m)
+        entry["error"][m] = float(f"{a - b:.6g}") if a is not None and b is not None else None
+    if uses_server(str(rt.get("scheme"))):
+        # one gradient per update, every worker at its fixed batch: the batch distances say nothing
+        entry["error"]["batch_trajectory"] = entry["error"]["mean_batch"] = None
     return entry
 
 
 def validation_report(scenario: str, calibrations: dict[str, dict[str, Any]], entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The ``validation.json`` document (``calibrations``: the profile each scheme's run was calibrated with)."""
     worst = {}
-    for m in ("mean_iteration_s", "throughput_samples_per_s", "batch_trajectory", "mean_batch"):
+    for m in ("mean_iteration_s", "throughput_samples_per_s", "batch_trajectory", "mean_batch", "staleness_mean",
+              "final_accuracy"):
         vals = [abs(e["error"][m]) for e in entries.values() if e["error"].get(m) is not None]
         worst[m] = max(vals) if vals else None
     speedup = None
@@ -111,11 +124,17 @@ TABLE = (
     ("samples/s rt", lambda e: f"{e['runtime']['throughput_samples_per_s']:.0f}"),
     ("samples/s sim", lambda e: f"{e['simulator']['throughput_samples_per_s']:.0f}"),
     ("err", lambda e: _pct(e["error"]["throughput_samples_per_s"])),
+    ("stale rt", lambda e: _num(e["runtime"].get("staleness_mean"), ".2f")),
+    ("stale sim", lambda e: _num(e["simulator"].get("staleness_mean"), ".2f")),
+    ("acc rt", lambda e: _num(e["runtime"].get("final_accuracy"), ".3f")),
+    ("acc sim", lambda e: _num(e["simulator"].get("final_accuracy"), ".3f")),
     ("batch traj err", lambda e: _pct(e["error"]["batch_trajectory"])),
     ("mean batch err", lambda e: _pct(e["error"]["mean_batch"])),
-    ("final batches rt", lambda e: ",".join(map(str, e["runtime"]["final_batches"]))),
-    ("final batches sim", lambda e: ",".join(map(str, e["simulator"]["final_batches"]))),
 )
+
+
+def _num(x: float | None, fmt: str) -> str:
+    return "n/a" if x is None else format(x, fmt)
 
 
 def _pct(x: float | None) -> str:

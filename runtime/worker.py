@@ -17,6 +17,7 @@ Two ways in:
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -62,6 +63,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
     from lbsim.scenario.loader import load_scenario
     from lbsim.scenario.resolve import resolve_workers
+    from runtime.config import uses_server
     from runtime.dist import Comm, FailureHook
     from runtime.model import FlatModel, load_data
     from runtime.resources import pin_to_cores
@@ -71,6 +73,13 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
     if job.options.pin_cores() and info.device.type == "cpu":
         cores = pin_to_cores(info.local_rank, job.options.threads, cpu_cores())
     comm = Comm(info)
+    n = len(resolve_workers(load_scenario(job.scenario, list(job.overrides))))
+    workers_comm = comm
+    if info.world > n:  # a parameter-server job: rank n is the server; synchronous tasks run on ranks 0..n-1
+        import torch.distributed as dist
+
+        group = dist.new_group(list(range(n)))  # every rank must take part in creating it
+        workers_comm = Comm(replace(info, world=n), group) if info.rank < n else None
     hook = FailureHook(info.rank)
     calibration_sets: list[str] = []
     current: dict[str, Any] = {"task": None}
@@ -84,10 +93,23 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
             data = load_data(training, dtype=getattr(torch, job.options.dtype), device=info.device)
             model = FlatModel(training, data.n_features, data.n_classes)
             if task.kind == "profile":
-                sets = _profile(info, comm, heartbeat, hook, job, task, scenario, workers, training, model, data, cores)
+                sets, probe = None, None
+                if info.world > n:  # the parameter server's costs, all ranks (rank 0 gets them)
+                    from runtime.ps_probe import ps_probe
+
+                    w0 = model.initial(scenario.seed, dtype=getattr(torch, job.options.dtype), device=info.device)
+                    b = max(1, scenario.workload.global_batch // n)
+                    busy = functools.partial(model.loss_and_grad, w0, data.X_train[:b], data.y_train[:b])  # one step
+                    probe = ps_probe(info, comm, n, model.n_params, getattr(torch, job.options.dtype), busy)
+                if workers_comm is not None:
+                    sets = _profile(workers_comm.info, workers_comm, heartbeat, hook, job, task, scenario, workers,
+                                    training, model, data, cores, probe)
                 calibration_sets = comm.broadcast_object(sets, "broadcast of the calibration")
-            else:
+            elif uses_server(scenario.scheme.kind):
                 _train(info, comm, heartbeat, hook, job, task, scenario, workers, training, model, data, cores, overrides)
+            elif workers_comm is not None:
+                _train(workers_comm.info, workers_comm, heartbeat, hook, job, task, scenario, workers, training, model,
+                       data, cores, overrides)
     except BaseException as err:
         _report(info.rank, err, heartbeat, current["task"], status)
         raise
@@ -106,11 +128,11 @@ def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any,
 
 
 def _profile(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scenario: Any, workers: Any,
-             training: Any, model: Any, data: Any, cores: Any) -> list[str] | None:
+             training: Any, model: Any, data: Any, cores: Any, probe: dict[str, Any] | None = None) -> list[str] | None:
     from runtime.profile import run_profile, write_calibration
 
     base = _loop_spec(job, task, scenario, workers, training, list(job.overrides))
-    cal = run_profile(info, comm, hb, hook, base, model, data, cores)
+    cal = run_profile(info, comm, hb, hook, base, model, data, cores, probe)
     if cal is None:
         return None
     write_calibration(Path(task.out), cal, job.scenario, list(job.overrides))
@@ -121,26 +143,39 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
            training: Any, model: Any, data: Any, cores: Any, overrides: list[str]) -> None:
     from lbsim.metrics.summary import summarize
     from lbsim.output import write_run, write_scenario
+    from runtime.config import uses_server
     from runtime.loop import run_loop
     from runtime.records import salvage
 
     out = Path(task.out)
-    if info.rank == 0:
+    ps = uses_server(scenario.scheme.kind)
+    recorder = len(workers) if ps else 0  # the rank holding the scheme and the records: the server, or rank 0
+    if info.rank == recorder:
         write_scenario(out, scenario)
         for stale in ("summary.json", "failure.json", "model.pt"):
             (out / stale).unlink(missing_ok=True)
     spec = _loop_spec(job, task, scenario, workers, training, overrides)
     try:
-        res = run_loop(info, comm, hb, hook, spec, model, data, cores)
+        if ps:
+            from lbsim.schemes.registry import scheme_class
+
+            if scheme_class(scenario.scheme.kind).driver == "wbsp":
+                from runtime.wbsp import run_wbsp as run_ps
+            else:
+                from runtime.ps import run_ps
+            res = run_ps(info, comm, hb, hook, spec, model, data, cores)
+        else:
+            res = run_loop(info, comm, hb, hook, spec, model, data, cores)
     except BaseException as err:
-        if info.rank == 0:
+        if info.rank == recorder:
             from runtime.dist import CollectiveError
 
             peer = isinstance(err, CollectiveError)  # another rank failed; the launcher (or torchrun) names it
-            salvage(out, {"error": f"{type(err).__name__}: {' '.join(str(err).split())}", "rank": None if peer else 0,
-                          "reported_by_rank": 0, "note": "records up to the last complete round"})
+            salvage(out, {"error": f"{type(err).__name__}: {' '.join(str(err).split())}",
+                          "rank": None if peer else recorder, "reported_by_rank": recorder,
+                          "note": "records up to the last complete round"})
         raise
-    if info.rank != 0:
+    if info.rank != recorder:
         return
     log, scheme = res.log, res.scheme
     assert log is not None
@@ -152,17 +187,18 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
         "threads_per_rank": job.options.threads, "pinned_cores": cores is not None,
         "dataset": training.dataset, "model": training.model, "hidden": training.hidden if training.model == "mlp" else None,
         "parameters": model.n_params, "dtype": job.options.dtype, "lr": training.lr,
-        "replicas_identical": res.replicas_identical, "decision_s_mean": float(f"{res.decision_s:.6g}"),
-        "notes": res.notes,
+        "replicas_identical": None if ps else res.replicas_identical, "decision_s_mean": float(f"{res.decision_s:.6g}"),
+        "parameter_server_rank": recorder if ps else None, "notes": res.notes,
     }
     summary = summarize(log.iterations, log.updates, scheme=scheme.name, seed=scenario.seed, engine="runtime",
-                        workers=info.world, end_s=res.end_s, synchronous=True, extra=extra)
+                        workers=len(workers), end_s=res.end_s, synchronous=scheme.synchronous, extra=extra)
     from lbsim.metrics.writers import write_csv
     from runtime.records import OBSERVATION_COLUMNS
 
     log.discard_partials()
     write_csv(out / "observations.csv", OBSERVATION_COLUMNS, log.observations)
-    write_run(out, log.iterations, log.updates, summary)
+    decisions = scheme.decision_rows() if hasattr(scheme, "decision_rows") else ()
+    write_run(out, log.iterations, log.updates, summary, decisions=list(decisions))
     import torch
 
     torch.save({"w": res.w.detach().cpu(), "model": training.model, "hidden": training.hidden}, out / "model.pt")

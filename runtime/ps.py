@@ -1,0 +1,191 @@
+"""The parameter-server loop: asp, ssp, dssp and elastic_bsp on torch.distributed.
+
+Rank ``n`` is the server; ranks ``0 .. n-1`` are the workers (messages: :mod:`runtime.ps_protocol`).
+
+A worker's iteration (as the simulator's asynchronous driver, :mod:`simulator.asynchronous`)::
+
+    start    draw its batch (its own shuffled stream over the training set)
+             forward/backward on the weights it last pulled -> mean gradient g
+             [emulated contention: sleep until compute_end(start, real step time x multiplier)]
+    push     header (measurements) + g to the server
+    reply    wait: the server applies the push, the scheme's gate may hold the worker (SSP's bound,
+             DSSP's controller, ElasticBSP's barrier); the reply brings the next batch and the
+             server's current weights (the pull)
+    end      = the start of its next iteration
+
+The server handles one push at a time in arrival order: ``w -= lr_t g`` (momentum as
+:class:`lbsim.numerics.SGD`, the schedule advancing per update), staleness = updates made since the
+pusher's pull, then the same :class:`lbsim.schemes.gate.Gate` as the simulator: the worker's clock
+advances, the scheme is told (``on_push``), held workers the scheme now admits are released (in the
+order held) and the pusher is admitted or held. The run ends with the update that reaches
+``workload.updates`` (or the first update after ``workload.time_budget_s``): the server tells every
+worker to stop — the pusher and the held workers at once (their iterations end there), the others
+when their next push arrives (it is not applied).
+
+Records are the server's (:mod:`runtime.ps_records`); rank ``n`` writes the run.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import torch
+
+from lbsim.contention.model import build_contention
+from lbsim.numerics import SharedStream
+from lbsim.rng import stream
+from lbsim.schemes.gate import Gate
+from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
+from runtime.inject import Injection
+from runtime.loop import LoopResult, LoopSpec
+from runtime.model import FlatModel, SGDState, TrainData
+from runtime.ps_protocol import Channel
+from runtime.ps_records import PushLog
+from runtime.resources import ResourceReader
+
+SAMPLE_STREAM = ("runtime", "ps", "samples")
+"""Each worker's own sample order: ``lbsim.rng.stream(seed, *SAMPLE_STREAM, worker)``."""
+
+
+def server_rank(spec: LoopSpec) -> int:
+    return len(spec.workers)
+
+
+def injection_for(spec: LoopSpec, worker: int, cores: list[int] | None) -> Injection:
+    """The contention ``worker`` runs under in this loop (none while profiling)."""
+    cont = build_contention(spec.scenario, spec.workers)[worker]
+    return Injection(cont, mode=spec.options.contention if spec.inject else None, scenario=spec.scenario_path,
+                     overrides=list(spec.overrides), worker=worker, cores=cores,
+                     horizon_s=spec.time_budget_s or 24 * 3600.0)
+
+
+def not_injected_notes(spec: LoopSpec) -> list[str]:
+    """What of the scenario's contention the runtime does not reproduce (reported in the summary)."""
+    notes = []
+    for i, c in enumerate(build_contention(spec.scenario, spec.workers)):
+        if c.network:
+            notes.append(f"worker {i}: network contention is not injected by the runtime")
+        if spec.options.contention == "real" and c.iterations:
+            notes.append(f"worker {i}: per-iteration trace multipliers are not applied in real mode")
+    return notes if spec.inject else []
+
+
+def run_ps(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel,
+           data: TrainData, cores: list[int] | None) -> LoopResult:
+    """This rank's part of a parameter-server run (the server's result carries the records)."""
+    if info.rank == server_rank(spec):
+        return _serve(info, comm, hb, hook, spec, model)
+    return _work(info, comm, hb, hook, spec, model, data, cores)
+
+
+def _work(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel,
+          data: TrainData, cores: list[int] | None) -> LoopResult:
+    r, dev = info.rank, info.device
+    dtype = getattr(torch, spec.options.dtype)
+    seed = spec.scenario.seed
+    w = model.initial(seed, dtype=dtype, device=dev)  # the server starts from the same weights
+    chan = Channel(r, server_rank(spec), model.n_params, dtype)
+    samples = SharedStream(int(data.X_train.shape[0]), stream(seed, *SAMPLE_STREAM, r))
+    reader = ResourceReader(cores)
+    inj = injection_for(spec, r, cores)
+    try:
+        reply = chan.reply_of(w, -1)  # the first batch, before the clock starts
+        comm.barrier("start barrier")
+        t0 = time.monotonic()
+        inj.start(t0)
+        k, prev_end, multiplier = 0, math.nan, inj.multiplier(0)
+        while reply["stop"] < 0.5:
+            hook.check(k)
+            batch = int(reply["batch"])
+            start = time.monotonic() - t0
+            idx = torch.from_numpy(samples.draw(batch)).to(dev)
+            loss, g = model.loss_and_grad(w, data.X_train[idx], data.y_train[idx])
+            real = time.monotonic() - t0 - start
+            inj.after_compute(start, real, multiplier)
+            cend = time.monotonic() - t0
+            measured = reader.cpu_available()
+            multiplier = inj.multiplier(k + 1)
+            cpu, _oracle = inj.readings(cend, measured, multiplier)
+            chan.push({"iteration": k, "batch": batch, "start_s": start, "compute_end_s": cend, "prev_end_s": prev_end,
+                       "cpu_available": cpu, "mem_available": reader.mem_available(), "cpu_measured": measured,
+                       "real_compute_s": real, "loss": loss, "steps": 1}, g, k)
+            reply = chan.reply_of(w, k)
+            prev_end = time.monotonic() - t0
+            k += 1
+            hb.beat(k)
+        comm.barrier("closing barrier", k)
+    finally:
+        inj.stop()
+    return LoopResult(w=w, log=None, scheme=None, end_s=prev_end, replicas_identical=False, notes=[])
+
+
+def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel) -> LoopResult:
+    n, dev = len(spec.workers), info.device
+    dtype = getattr(torch, spec.options.dtype)
+    w = model.initial(spec.scenario.seed, dtype=dtype, device=dev)
+    opt = SGDState(spec.training)
+    scheme = spec.scheme_factory()
+    gate = Gate(scheme, n)
+    chan = Channel(info.rank, info.rank, model.n_params, dtype)
+    log = PushLog(n, spec.out)
+    pulled = [0] * n  # the version each worker computes on
+    received = [0.0] * n  # when the server took each worker's pending push (server clock)
+    decision_s: list[float] = []
+    try:
+        for v in range(n):
+            chan.reply(v, {"batch": scheme.batch(v), "version": 0}, None, -1)
+        comm.barrier("start barrier")
+        t0 = time.monotonic()
+        updates, final, end_s = 0, False, 0.0
+        running = n  # workers that have not been told to stop
+        while running:
+            hook.check(updates)
+            src, h, g = chan.next_push(updates)
+            now = time.monotonic() - t0
+            if math.isfinite(h["prev_end_s"]):
+                log.complete(src, h["prev_end_s"])
+            if final:  # a push computed while the run ended: not applied
+                chan.reply(src, {"stop": 1, "version": updates}, None, updates)
+                running -= 1
+                continue
+            received[src] = now
+            opt.step(w, g)
+            t_apply = time.monotonic() - t0
+            update = updates
+            updates += 1
+            log.update(update, t_apply, int(h["batch"]), 1)
+            log.begin(src, h, update=update, staleness=update - pulled[src])
+            t_decide = time.monotonic()
+            released = gate.push(src, t_apply)
+            final = spec.is_last(update, t_apply)
+            admitted = final or gate.admit(src)
+            decision_s.append(time.monotonic() - t_decide)
+            hb.beat(updates)
+            hb.progress(spec.fraction(update, t_apply))
+            if final:
+                end_s = t_apply
+                log.served(src, t_apply - now)
+                log.complete(src, t_apply)  # the final pusher does not pull (as in the simulator)
+                waiting = [*released, *gate.release_all()]
+                for v in waiting:  # held when the run ended: their iterations end now (see runtime.ps_records)
+                    log.served(v, t_apply - received[v])
+                    log.complete(v, t_apply)
+                for v in [src, *waiting]:
+                    chan.reply(v, {"stop": 1, "version": updates}, None, updates)
+                    running -= 1
+                continue
+            for v in ([src] if admitted else []) + released:
+                t = time.monotonic() - t0
+                log.served(v, t - received[v])
+                pulled[v] = updates
+                chan.reply(v, {"batch": scheme.batch(v), "version": updates}, w, updates)
+        log.drop_pending()
+        comm.barrier("closing barrier", updates)
+        log.close()
+    except BaseException:
+        log.close()
+        raise
+    return LoopResult(w=w, log=log, scheme=scheme, end_s=end_s, replicas_identical=False,
+                      notes=not_injected_notes(spec), decision_s=float(np.mean(decision_s)) if decision_s else 0.0)
