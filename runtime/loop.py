@@ -41,7 +41,7 @@ from lbsim.contention.model import build_contention
 from lbsim.schemes.base import RoundObservation, WorkerObservation
 from runtime.config import RuntimeOptions, TrainingConfig
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from runtime.inject import Emulated, RealBurner
+from runtime.inject import Injection
 from runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler, aggregation_rule, local_counts
 from runtime.model import FlatModel, SGDState, TrainData
 from runtime.records import FIELDS, F, RoundLog
@@ -103,7 +103,7 @@ def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:
     return RoundObservation(update=k, time_s=t, workers=tuple(obs))
 
 
-def _not_injected(conts: list[Any], mode: str, data: bool = False) -> list[str]:
+def not_injected(conts: list[Any], mode: str, data: bool = False) -> list[str]:
     """What of the scenario's contention this mode does not reproduce (reported in the summary)."""
     notes = []
     for i, c in enumerate(conts):
@@ -129,7 +129,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     fractions = [wd.local_fraction for wd in layout.workers] if layout is not None else [0.0] * n
     sampler = LocalitySampler(int(data.X_train.shape[0]), seed, r, fractions)  # no shards: runtime.model.BatchSlicer's draws
     byzantine = Byzantine(spec.scenario, spec.workers, r)
-    notes = _not_injected(conts, spec.options.contention, layout is not None) if spec.inject and r == 0 else []
+    notes = not_injected(conts, spec.options.contention, layout is not None) if spec.inject and r == 0 else []
     if r == 0 and byzantine.note():
         notes.append(str(byzantine.note()))
     scheme = spec.scheme_factory() if r == 0 else None
@@ -146,20 +146,13 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     reader = ResourceReader(cores)
     n_params = model.n_params
     cuda = dev.type == "cuda"
-    burner: RealBurner | None = None
-    if spec.inject and spec.options.contention == "real":
-        burner = RealBurner(scenario=spec.scenario_path, overrides=list(spec.overrides), worker=r,
-                            cores=cores or [], cont=cont, horizon_s=spec.time_budget_s or 24 * 3600.0)
-        burner.prepare()
+    inj = Injection(cont, mode=spec.options.contention if spec.inject else None, scenario=spec.scenario_path,
+                    overrides=list(spec.overrides), worker=r, cores=cores, horizon_s=spec.time_budget_s or 24 * 3600.0)
     comm.barrier("start barrier")
     t0 = time.monotonic()
-    emu: Emulated | None = None
-    if spec.inject and spec.options.contention == "emulated":
-        emu = Emulated(cont, t0)
-    elif burner is not None:
-        burner.start(t0)
+    inj.start(t0)
     log = RoundLog(n, spec.out) if r == 0 else None
-    multiplier = emu.iteration_multiplier(0) if emu else 1.0
+    multiplier = inj.multiplier(0)
     decision_s: list[float] = []
     k = 0
     try:
@@ -177,15 +170,11 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             if cuda:
                 torch.cuda.synchronize(dev)
             real = time.monotonic() - t0 - fend
-            if emu is not None:
-                emu.stretch(fend, real, multiplier)
+            inj.after_compute(fend, real, multiplier)
             cend = time.monotonic() - t0
             cpu_measured, mem = reader.cpu_available(), reader.mem_available()
-            if emu is not None:
-                next_multiplier = emu.iteration_multiplier(k + 1)
-                cpu, oracle = emu.cpu_available(cend), emu.oracle(cend, next_multiplier)
-            else:
-                next_multiplier, cpu, oracle = 1.0, cpu_measured, math.nan
+            next_multiplier = inj.multiplier(k + 1)
+            cpu, oracle = inj.readings(cend, cpu_measured, next_multiplier)
             row = [0.0] * len(FIELDS)
             for name, value in (("round", k), ("batch", x_r), ("start_s", start), ("compute_end_s", cend),
                                 ("cpu_available", cpu), ("mem_available", mem), ("cpu_measured", cpu_measured),
@@ -229,7 +218,6 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             log.close()
         raise
     finally:
-        if burner is not None:
-            burner.stop()
+        inj.stop()
     return LoopResult(w=w, log=log, scheme=scheme, end_s=end_s, replicas_identical=identical, notes=notes,
                       decision_s=float(np.mean(decision_s)) if decision_s else 0.0)

@@ -39,7 +39,7 @@ from lbsim.rng import stream
 from lbsim.schemes.gate import Gate
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
 from runtime.inject import Injection
-from runtime.loop import LoopResult, LoopSpec
+from runtime.loop import LoopResult, LoopSpec, not_injected
 from runtime.model import FlatModel, SGDState, TrainData
 from runtime.ps_protocol import Channel
 from runtime.ps_records import PushLog
@@ -63,13 +63,9 @@ def injection_for(spec: LoopSpec, worker: int, cores: list[int] | None) -> Injec
 
 def not_injected_notes(spec: LoopSpec) -> list[str]:
     """What of the scenario's contention the runtime does not reproduce (reported in the summary)."""
-    notes = []
-    for i, c in enumerate(build_contention(spec.scenario, spec.workers)):
-        if c.network:
-            notes.append(f"worker {i}: network contention is not injected by the runtime")
-        if spec.options.contention == "real" and c.iterations:
-            notes.append(f"worker {i}: per-iteration trace multipliers are not applied in real mode")
-    return notes if spec.inject else []
+    if not spec.inject:
+        return []
+    return not_injected(build_contention(spec.scenario, spec.workers), spec.options.contention)
 
 
 def run_ps(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel,
