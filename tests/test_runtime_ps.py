@@ -184,3 +184,37 @@ def test_ps_scheme_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["train", str(path), "--backend", "nccl", "--out", str(tmp_path / "o")]) == 2
     assert "gloo" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_ps_network_reproduces_the_probed_round_trips() -> None:
+    """The calibrated server: a simulated round trip 2 S / B + 2 L equals the probe at both sizes."""
+    from runtime.ps_probe import ps_network
+
+    probe = {"small_bytes": 40_000, "small_rtt_s": 0.003, "big_bytes": 8_000_000, "big_rtt_s": 0.011, "apply_s": 2e-5}
+    net = ps_network(probe)
+    bytes_per_s = net["server_bandwidth_gbps"] * 1e9 / 8
+    for size, rtt in ((probe["small_bytes"], probe["small_rtt_s"]), (probe["big_bytes"], probe["big_rtt_s"])):
+        assert 2 * size / bytes_per_s + 2 * net["latency_s"] == pytest.approx(rtt, rel=1e-9)
+    assert net["name"] == "parameter_server" and net["apply_s"] == 2e-5
+
+
+def test_validate_parameter_server_scheme(tmp_path: Path) -> None:
+    """`lbsim validate` on a PS scheme: calibrates the server, compares staleness and accuracy."""
+    import json
+
+    path = _scenario(tmp_path, "{name: ssp, staleness: 1}", updates=24)
+    path.write_text(path.read_text().replace("numerics: {", "numerics: {enabled: true, "), encoding="utf-8")
+    out = tmp_path / "val"
+    assert main(["validate", str(path), "--schemes", "bsp,ssp", "--out", str(out), "-q",
+                 "--set", "network={name: ring_allreduce}"]) == 2  # ssp needs a parameter server: refused up front
+    assert main(["validate", str(path), "--schemes", "asp,ssp", "--out", str(out), "-q"]) == 0
+    report = json.loads((out / "validation.json").read_text())
+    for name in ("asp", "ssp"):
+        entry = report["schemes"][name]
+        assert report["calibration"][name]["network"]["name"] == "parameter_server"
+        assert entry["runtime"]["staleness_mean"] is not None and entry["simulator"]["staleness_mean"] is not None
+        assert entry["error"]["final_accuracy"] is not None and abs(entry["error"]["final_accuracy"]) < 0.2
+        assert entry["error"]["batch_trajectory"] is None  # one gradient per update: not a PS metric
+        assert entry["simulator"]["updates"] == entry["runtime"]["updates"] == 24
+    cal = json.loads((out / "simulator" / "ssp" / "calibration.json").read_text())
+    assert cal["measurements"]["ps_probe"]["small_rtt_s"] > 0
