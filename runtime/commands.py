@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
-from runtime.config import check_runnable, uses_server
+from runtime.config import check_runnable, uses_server, world_size
 from runtime.worker import Job, Task, options_from_args
 
 DEFAULT_VALIDATE_SCHEMES = ("bsp", "lbbsp")
@@ -63,12 +63,19 @@ def profile(args: Any, out: Path) -> int:
 
 
 def _check_profile(scenario: Any, options: Any, nproc: int | None) -> int:
-    """Profiling runs no scheme: only the cluster and the options must suit the runtime."""
+    """Profiling runs no scheme: only the cluster and the options must suit the runtime. A scenario
+    whose scheme uses a parameter server is profiled with the server's rank too (its costs are
+    probed, :mod:`runtime.ps_probe`). Returns the ranks to start."""
     from dataclasses import replace
 
     from lbsim.schemes.registry import scheme_configs
 
-    return check_runnable(replace(scenario, scheme=scheme_configs()["bsp"]()), options, nproc=nproc)
+    workers = check_runnable(replace(scenario, scheme=scheme_configs()["bsp"]()), options)
+    ranks = world_size(workers, [scenario.scheme.kind])
+    if nproc is not None and nproc != ranks:
+        server = f" plus one for {scenario.scheme.kind}'s parameter server" if ranks > workers else ""
+        raise InputError("--nproc", f"profiling this scenario takes {workers} workers{server}; give --nproc {ranks} or leave it out")
+    return ranks
 
 
 def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[str, Any]]) -> int:

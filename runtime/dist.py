@@ -94,7 +94,8 @@ class Heartbeat:
             self.shared[self.rank] = float(round_)
 
     def progress(self, fraction: float) -> None:
-        if self.shared is not None and self.rank == 0:
+        """The job's progress, from the rank that holds the scheme (rank 0, or the parameter server)."""
+        if self.shared is not None:
             self.shared[len(self.shared) - 1] = fraction
 
 

@@ -242,7 +242,7 @@ def calibration(scenario: Any, workers_spec: tuple[Any, ...], raw: dict[str, Any
         for g, group in enumerate(groups):
             group["bandwidth_gbps"] = network["server_bandwidth_gbps"]
             sets.append(f"cluster.groups.{g}.bandwidth_gbps={network['server_bandwidth_gbps']}")
-    elif n > 1:
+    elif n > 1 and not uses_server(scenario.scheme.kind):  # (a server scheme without a probe: keep its network)
         slope_s = (big_s - small_s) / max(1, big_bytes - small_bytes)  # seconds per byte, probe
         bytes_per_s = ring / slope_s if slope_s > 0 else ring * big_bytes / big_s
         alpha = max(0.0, (comm_mean - ring * grad_bytes / bytes_per_s) / (2 * (n - 1)))

@@ -88,6 +88,8 @@ def _work(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: Lo
     inj = injection_for(spec, r, cores)
     try:
         reply = chan.reply_of(w, -1)  # the first batch, before the clock starts
+        first = torch.from_numpy(np.arange(min(int(reply["batch"]), int(data.X_train.shape[0])))).to(dev)
+        model.loss_and_grad(w, data.X_train[first], data.y_train[first])  # untimed warm-up (torch's first step is slow)
         comm.barrier("start barrier")
         t0 = time.monotonic()
         inj.start(t0)

@@ -183,6 +183,8 @@ def test_ps_scheme_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert "--nproc" in err and "give --nproc 4" in err and "parameter server" in err
     assert main(["train", str(path), "--backend", "nccl", "--out", str(tmp_path / "o")]) == 2
     assert "gloo" in capsys.readouterr().err
+    assert main(["profile", str(path), "--nproc", "3", "--out", str(tmp_path / "o")]) == 2  # profiling probes the server too
+    assert "give --nproc 4" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
