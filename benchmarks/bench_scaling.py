@@ -1,19 +1,26 @@
 """How simulation cost grows with workers and updates (the scaling table of docs/performance.md).
 
 Run: ``python -m pytest benchmarks/bench_scaling.py --benchmark-only`` (measured, never asserted;
-about two minutes). One sweep per engine path over workers (16, 64, 256, 1,024) x updates (100,
-1,000, 10,000), each cell the median wall time of ``simulate`` over a few runs of
-``scenarios/bench/large.yaml`` scaled to that fleet (:func:`bench_simulator.scenario`):
+about two minutes on a quiet machine). One sweep per engine path over workers (16, 64, 256, 1,024)
+x updates, each cell the median wall time of ``simulate`` over a few runs (3; 1 above 2 M
+worker-iterations) of ``scenarios/bench/large.yaml`` scaled to that fleet
+(:func:`bench_simulator.scenario`):
 
-* ``sync-fast-path``: bsp on the ring (the synchronous fast path);
-* ``async-events``: asp on the parameter server (SimPy events). One update per worker-iteration,
-  so updates = worker-iterations: 10,000, 30,000 and 100,000 at each fleet size (fewer than
-  ~10 per worker would mostly measure start-up, and a run ends with every worker's iteration in
-  flight unrecorded).
+* ``sync-fast-path``: bsp on the ring (the synchronous fast path), 100 / 1,000 / 10,000 updates.
+  An update is one synchronous round, so a cell plans ``workers x updates`` worker-iterations.
+* ``async-events``: asp on the parameter server (SimPy events), 10,000 / 30,000 / 100,000 updates.
+  For ASP an *update* is one push: every finished worker-iteration is applied on its own, so a
+  cell plans ``updates`` worker-iterations whatever the fleet size (the recorded count is a little
+  lower: the run ends with every other worker's iteration still in flight, unrecorded). Fewer than
+  ~10 pushes per worker would mostly measure start-up (at 1,024 workers x 100 updates a single
+  worker-iteration gets recorded), so the grid starts at 10,000.
 
-``extra_info``: every cell's seconds and worker-iterations per second, and the log-log slope of
-time against worker-iterations (1.0 = linear) fitted over the cells with at least 10^4
-worker-iterations (below that, per-run set-up dominates).
+``extra_info``: every cell's seconds, recorded worker-iterations and worker-iterations per second,
+and log-log slopes of time against worker-iterations (1.0 = linear): one over all cells and one
+per fleet size (time against updates at fixed workers). The slopes are fitted only over cells that
+plan at least ``FIT_MIN_WORKER_ITERATIONS`` (10^4) worker-iterations: below that, per-run set-up
+(loading the fleet, building workers, the first round) dominates and a fit through such cells means
+nothing (an earlier version fitted every cell and reported a slope of -388 for asp).
 """
 
 from __future__ import annotations
@@ -37,6 +44,14 @@ GRIDS = {
     "async-events": ("asp", (10_000, 30_000, 100_000)),
 }
 MAX_WI = {"sync-fast-path": 11_000_000, "async-events": 1_000_000}
+FIT_MIN_WORKER_ITERATIONS = 10_000  # planned worker-iterations of a cell that enters the slope fits
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    """Log-log slope of ``ys`` against ``xs`` (nan with fewer than two distinct ``xs``)."""
+    if len(set(xs)) < 2:
+        return float("nan")
+    return round(float(np.polyfit(np.log(xs), np.log(ys), 1)[0]), 3)
 
 
 def _median_s(sc, runs: int) -> tuple[float, int]:  # type: ignore[no-untyped-def]
@@ -52,20 +67,23 @@ def _median_s(sc, runs: int) -> tuple[float, int]:  # type: ignore[no-untyped-de
 def sweep(path: str) -> dict[str, object]:
     scheme, updates_grid = GRIDS[path]
     cells: dict[str, dict[str, float]] = {}
-    xs, ys = [], []
+    fit: dict[int, list[tuple[int, float]]] = {}  # workers -> (recorded worker-iterations, seconds)
     for workers in WORKERS:
         for updates in updates_grid:
-            wi = workers * updates if path == "sync-fast-path" else updates
+            wi = workers * updates if path == "sync-fast-path" else updates  # planned
             if wi > MAX_WI[path]:
                 continue
             runs = 3 if wi <= 2_000_000 else 1
             secs, n = _median_s(scenario(scheme, workers, updates), runs)
             cells[f"{workers}x{updates}"] = {"s": round(secs, 3), "worker_iterations": n, "wi_per_s": round(n / secs)}
-            if n >= 10_000:
-                xs.append(n)
-                ys.append(secs)
-    slope = float(np.polyfit(np.log(xs), np.log(ys), 1)[0]) if len(xs) >= 2 else float("nan")
-    return {"path": path, "scheme": scheme, "cells": cells, "loglog_slope_time_vs_worker_iterations": round(slope, 3)}
+            if wi >= FIT_MIN_WORKER_ITERATIONS:
+                fit.setdefault(workers, []).append((n, secs))
+    points = [p for pts in fit.values() for p in pts]
+    return {
+        "path": path, "scheme": scheme, "cells": cells, "fit_min_worker_iterations": FIT_MIN_WORKER_ITERATIONS,
+        "loglog_slope_time_vs_worker_iterations": _slope([p[0] for p in points], [p[1] for p in points]),
+        "loglog_slope_per_workers": {str(w): _slope([p[0] for p in pts], [p[1] for p in pts]) for w, pts in fit.items()},
+    }
 
 
 @pytest.mark.parametrize("path", list(GRIDS))
