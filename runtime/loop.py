@@ -103,6 +103,16 @@ def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:
     return RoundObservation(update=k, time_s=t, workers=tuple(obs))
 
 
+def injection_for(spec: LoopSpec, worker: int, cores: list[int] | None, cont: Any = None) -> Injection:
+    """The contention ``worker`` runs under in a loop of ``spec`` (none while profiling); ``cont``: its
+    :class:`~lbsim.contention.model.WorkerContention` if already built."""
+    if cont is None:
+        cont = build_contention(spec.scenario, spec.workers)[worker]
+    return Injection(cont, mode=spec.options.contention if spec.inject else None, scenario=spec.scenario_path,
+                     overrides=list(spec.overrides), worker=worker, cores=cores,
+                     horizon_s=spec.time_budget_s or 24 * 3600.0)
+
+
 def not_injected(conts: list[Any], mode: str, data: bool = False) -> list[str]:
     """What of the scenario's contention this mode does not reproduce (reported in the summary)."""
     notes = []
@@ -146,8 +156,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     reader = ResourceReader(cores)
     n_params = model.n_params
     cuda = dev.type == "cuda"
-    inj = Injection(cont, mode=spec.options.contention if spec.inject else None, scenario=spec.scenario_path,
-                    overrides=list(spec.overrides), worker=r, cores=cores, horizon_s=spec.time_budget_s or 24 * 3600.0)
+    inj = injection_for(spec, r, cores, cont)
     comm.barrier("start barrier")
     t0 = time.monotonic()
     inj.start(t0)

@@ -192,14 +192,17 @@ def pool(*raws: dict[str, Any]) -> dict[str, Any]:
         "sizes": sizes,
         "compute_s": {str(b): [[t for r in raws for t in r["compute_s"][str(b)][i]] for i in range(n)] for b in sizes},
         "comm_s": [t for r in raws for t in r["comm_s"]],
-        "probe": {k: (float(np.mean([r["probe"][k] for r in raws])) if k.endswith("_s") else first["probe"][k])
-                  for k in first["probe"]},
+        "probe": _mean_probe(raws, "probe"),
         "gradient_bytes": first["gradient_bytes"],
         "pooled": len(raws),
-        **({"ps_probe": {k: (float(np.mean([r["ps_probe"][k] for r in raws])) if k.endswith("_s") else first["ps_probe"][k])
-                         for k in first["ps_probe"] if k != "workers_rtt_s"}}
-           if all("ps_probe" in r for r in raws) else {}),
+        **({"ps_probe": _mean_probe(raws, "ps_probe", skip=("workers_rtt_s",))} if all("ps_probe" in r for r in raws) else {}),
     }
+
+
+def _mean_probe(raws: tuple[dict[str, Any], ...], name: str, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Probe ``name`` of several profiles as one: times (``*_s``) averaged, sizes from the first."""
+    first = raws[0][name]
+    return {k: (float(np.mean([r[name][k] for r in raws])) if k.endswith("_s") else first[k]) for k in first if k not in skip}
 
 
 def calibration(scenario: Any, workers_spec: tuple[Any, ...], raw: dict[str, Any]) -> dict[str, Any]:

@@ -38,8 +38,7 @@ from lbsim.numerics import SharedStream
 from lbsim.rng import stream
 from lbsim.schemes.gate import Gate
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from runtime.inject import Injection
-from runtime.loop import LoopResult, LoopSpec, not_injected
+from runtime.loop import LoopResult, LoopSpec, injection_for, not_injected
 from runtime.model import FlatModel, SGDState, TrainData
 from runtime.ps_protocol import Channel
 from runtime.ps_records import PushLog
@@ -51,14 +50,6 @@ SAMPLE_STREAM = ("runtime", "ps", "samples")
 
 def server_rank(spec: LoopSpec) -> int:
     return len(spec.workers)
-
-
-def injection_for(spec: LoopSpec, worker: int, cores: list[int] | None) -> Injection:
-    """The contention ``worker`` runs under in this loop (none while profiling)."""
-    cont = build_contention(spec.scenario, spec.workers)[worker]
-    return Injection(cont, mode=spec.options.contention if spec.inject else None, scenario=spec.scenario_path,
-                     overrides=list(spec.overrides), worker=worker, cores=cores,
-                     horizon_s=spec.time_budget_s or 24 * 3600.0)
 
 
 def not_injected_notes(spec: LoopSpec) -> list[str]:

@@ -75,9 +75,9 @@ from lbsim.numerics import LRSchedule, SharedStream
 from lbsim.rng import stream
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
 from runtime.inject import Injection
-from runtime.loop import LoopResult, LoopSpec
+from runtime.loop import LoopResult, LoopSpec, injection_for
 from runtime.model import FlatModel, TrainData
-from runtime.ps import injection_for, not_injected_notes, server_rank
+from runtime.ps import not_injected_notes, server_rank
 from runtime.ps_protocol import REPLY, TAG_REPLY, TAG_STEPS, TAG_WEIGHTS, Channel
 from runtime.ps_records import PushLog
 from runtime.resources import ResourceReader

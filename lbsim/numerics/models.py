@@ -58,7 +58,22 @@ def _check_batch(X: np.ndarray, y: np.ndarray) -> None:
         raise ValueError(f"need a non-empty batch with one label per row, got X {X.shape} and y {np.shape(y)}")
 
 
-class SoftmaxRegression:
+class _Classifier:
+    """Prediction and held-out evaluation from a model's ``logits(w, X)``."""
+
+    def logits(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
+        return np.argmax(self.logits(w, X), axis=1)
+
+    def evaluate(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
+        _check_batch(X, y)
+        logits = self.logits(w, X)
+        return _mean_cross_entropy(logits, y), float(np.mean(np.argmax(logits, axis=1) == y))
+
+
+class SoftmaxRegression(_Classifier):
     """Multinomial logistic regression: ``p(y | x) = softmax(x @ W + b)``."""
 
     def __init__(self, n_features: int, n_classes: int, *, l2: float = DEFAULT_L2) -> None:
@@ -98,16 +113,8 @@ class SoftmaxRegression:
             gW += self.l2 * W
         return loss, g
 
-    def predict(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
-        return np.argmax(self.logits(w, X), axis=1)
 
-    def evaluate(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-        _check_batch(X, y)
-        logits = self.logits(w, X)
-        return _mean_cross_entropy(logits, y), float(np.mean(np.argmax(logits, axis=1) == y))
-
-
-class MLP:
+class MLP(_Classifier):
     """One hidden layer: ``softmax(act(x @ W1 + b1) @ W2 + b2)``, ``act`` = ReLU (default) or tanh."""
 
     def __init__(self, n_features: int, hidden: int, n_classes: int, *, l2: float = DEFAULT_L2,
@@ -171,14 +178,6 @@ class MLP:
             gW1 += self.l2 * W1
             gW2 += self.l2 * W2
         return loss, g
-
-    def predict(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
-        return np.argmax(self.logits(w, X), axis=1)
-
-    def evaluate(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, float]:
-        _check_batch(X, y)
-        logits = self.logits(w, X)
-        return _mean_cross_entropy(logits, y), float(np.mean(np.argmax(logits, axis=1) == y))
 
 
 Model = SoftmaxRegression | MLP
