@@ -131,7 +131,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     dtype = getattr(torch, spec.options.dtype)
     seed = spec.scenario.seed
     w = model.initial(seed, dtype=dtype, device=dev)
-    opt = SGDState(spec.training)
+    opt = SGDState(spec.training, spec.scenario.workload.global_batch)
     conts = build_contention(spec.scenario, spec.workers)
     cont = conts[r]
     fetcher = DataFetch(spec.scenario, spec.workers, r, cont, spec.inject)
@@ -205,7 +205,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
                 tail[2 * n] = 1.0 if stop else 0.0
                 hb.progress(spec.fraction(k, cend))
             g_agg, tail = exchange.exchange(byzantine.apply(g), x_r, total, tail, k)
-            opt.step(w, g_agg)
+            opt.step(w, g_agg, total)
             decided = [int(round(v)) for v in tail.tolist()]
             batches, local = decided[:n], decided[n:2 * n]
             multiplier = next_multiplier

@@ -114,7 +114,7 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
     n, dev = len(spec.workers), info.device
     dtype = getattr(torch, spec.options.dtype)
     w = model.initial(spec.scenario.seed, dtype=dtype, device=dev)
-    opt = SGDState(spec.training)
+    opt = SGDState(spec.training, spec.scenario.workload.global_batch)
     scheme = spec.scheme_factory()
     gate = Gate(scheme, n)
     chan = Channel(info.rank, info.rank, model.n_params, dtype)
@@ -140,7 +140,7 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
                 running -= 1
                 continue
             received[src] = now
-            opt.step(w, g)
+            opt.step(w, g, int(h["batch"]))
             t_apply = time.monotonic() - t0
             update = updates
             updates += 1
