@@ -60,6 +60,8 @@ RUNS = {  # name: (scheme, its --set overrides); one job runs them all (one proc
     "ssp2": ("ssp", ("scheme.staleness=2",)),
     # short supersteps and a longer run, so that several barriers pass whatever the machine's speed
     "elastic": ("elastic_bsp", ("scheme.lookahead=3", "workload.updates=90")),
+    # a stop by samples: 16 samples per push, 200 samples -> the 13th push (208 samples) is the last
+    "samples": ("asp", ("workload.updates=null", "workload.samples=200")),
 }
 
 
@@ -119,6 +121,14 @@ def test_ssp_bound_holds_and_binds(runs: dict[str, Path]) -> None:
 def test_dssp_never_beyond_upper_bound(runs: dict[str, Path]) -> None:
     leads = _admission_leads(runs["dssp"])
     assert 1 <= max(leads) <= 2
+
+
+def test_sample_target_stops_at_the_update_that_reaches_it(runs: dict[str, Path]) -> None:
+    ups = _rows(runs["samples"] / "updates.csv")
+    samples = [int(r["samples"]) for r in ups]
+    assert sum(samples) == 208 and sum(samples[:-1]) < 200
+    its = _rows(runs["samples"] / "iterations.csv")
+    assert sum(int(r["batch"]) for r in its if r["dropped"] in ("False", "0", "false")) == 208
 
 
 def test_server_applies_the_recorded_gradients(runs: dict[str, Path]) -> None:
