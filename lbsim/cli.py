@@ -19,14 +19,16 @@ from lbsim.errors import InputError
 SUMMARY_COLUMNS = (
     ("scheme", "scheme", "{}"),
     ("throughput_samples_per_s", "samples/s", "{:.1f}"),
-    ("updates", "updates", "{}"),
+    ("samples", "samples", "{}"),
+    ("updates", "model updates", "{}"),
+    ("worker_iterations", "gradients applied", "{}"),
     ("sim_time_s", "time (s)", "{:.1f}"),
     ("mean_iteration_s", "mean iter (s)", "{:.3f}"),
     ("p99_iteration_s", "p99 iter (s)", "{:.3f}"),
     ("compute_fraction", "compute", "{:.0%}"),
     ("wait_fraction", "wait", "{:.0%}"),
-    ("staleness_mean", "stale mean", "{:.2f}"),
-    ("staleness_max", "stale max", "{}"),
+    ("staleness_mean", "stale mean (updates)", "{:.2f}"),
+    ("staleness_max", "stale max (updates)", "{}"),
 )
 
 
@@ -40,7 +42,7 @@ def _table(rows: Sequence[dict[str, Any]], title: str, extra: Sequence[tuple[str
         table.add_column(label, justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*("—" if row.get(key) is None else fmt.format(row[key]) for key, _label, fmt in cols))
-    Console(width=max(160 if extra[1:] else 130, Console().width)).print(table)
+    Console(width=max(200 if extra[1:] else 160, Console().width)).print(table)
 
 
 def _default_out(file: str, leaf: str) -> Path:
@@ -143,6 +145,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 if str(plain) == str(err):
                     raise err from None
             raise InputError(err.path, f"{err.message} (with scheme {n} from --schemes)") from None
+    _check_equal_work(scenarios, names)
     out = _out_dir(args, "compare")
     summaries = [_run_one(sc, out / n, n) for sc, n in zip(scenarios, names, strict=True)]
     for s, speedup in zip(summaries, speedups(summaries), strict=True):
@@ -160,6 +163,24 @@ def cmd_compare(args: argparse.Namespace) -> int:
                extra=extra)
         print(f"results in {out}/compare.csv")
     return 0
+
+
+def _check_equal_work(scenarios: Sequence[Any], names: Sequence[str]) -> None:
+    """Refuse a stop by model updates across schemes whose update holds different work."""
+    from lbsim.scenario.resolve import build_scheme_for, resolve_workers
+    from lbsim.update_work import unequal_update_work
+
+    updates = scenarios[0].workload.updates
+    if updates is None:
+        return
+    workers = resolve_workers(scenarios[0])
+    why = unequal_update_work([(n, build_scheme_for(sc, workers)) for sc, n in zip(scenarios, names, strict=True)],
+                              len(workers))
+    if why is not None:
+        raise InputError("workload.updates", (
+            f"stopping every scheme at {updates} model updates compares different work ({why}); compare on equal "
+            "samples or equal time: --set workload.updates=null with --set workload.samples=N or "
+            "--set workload.time_budget_s=T"))
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -69,6 +69,7 @@ class TrainingConfig:
     l2: float = 1e-4
     lr: float = 0.1
     momentum: float = 0.0
+    lr_rule: str = "per_sample"  # lbsim.numerics.lr_rule: an update's step scales with its samples / global batch
     schedule: dict[str, Any] = field(default_factory=dict)  # LRSchedule arguments besides lr (empty: constant)
 
 
@@ -78,7 +79,7 @@ def _numerics_section(scenario: Any) -> Any:
 
 def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
     """Model/optimiser: flag > scenario ``numerics`` section > numerics-core defaults."""
-    from lbsim.numerics import models, optim
+    from lbsim.numerics import lr_rule, models, optim
     from lbsim.numerics.datasets import DEFAULT_DATASET
 
     sec = _numerics_section(scenario)
@@ -114,6 +115,7 @@ def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
         l2=float(pick(None, "l2", default=models.DEFAULT_L2)),
         lr=lr,
         momentum=float(pick(None, "momentum", default=optim.DEFAULT_MOMENTUM)),
+        lr_rule=str(pick(None, "lr_rule", default=lr_rule.DEFAULT_LR_RULE)),
         schedule=schedule,
     )
 

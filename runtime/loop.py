@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from lbsim.contention.model import build_contention
+from lbsim.metrics.run_end import stop_reached
 from lbsim.schemes.base import RoundObservation, WorkerObservation
 from runtime.config import RuntimeOptions, TrainingConfig
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
@@ -63,16 +64,20 @@ class LoopSpec:
     out: Path | None  # rank 0 streams partial records here
     scenario_path: str = ""
     overrides: tuple[str, ...] = ()
+    max_samples: int | None = None  # workload.samples: stop once updates have applied this many
 
-    def is_last(self, k: int, t: float) -> bool:
-        return (self.max_rounds is not None and k + 1 >= self.max_rounds) or (
+    def is_last(self, k: int, t: float, samples: int = 0) -> bool:
+        """Update k (``samples`` applied so far, its own included) at time t is the run's last."""
+        return stop_reached(k + 1, samples, self.max_rounds, self.max_samples) or (
             self.time_budget_s is not None and t >= self.time_budget_s
         )
 
-    def fraction(self, k: int, t: float) -> float:
+    def fraction(self, k: int, t: float, samples: int = 0) -> float:
         parts = []
         if self.max_rounds:
             parts.append((k + 1) / self.max_rounds)
+        if self.max_samples:
+            parts.append(samples / self.max_samples)
         if self.time_budget_s:
             parts.append(t / self.time_budget_s)
         return min(1.0, max(parts)) if parts else 0.0
@@ -131,7 +136,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     dtype = getattr(torch, spec.options.dtype)
     seed = spec.scenario.seed
     w = model.initial(seed, dtype=dtype, device=dev)
-    opt = SGDState(spec.training)
+    opt = SGDState(spec.training, spec.scenario.workload.global_batch)
     conts = build_contention(spec.scenario, spec.workers)
     cont = conts[r]
     fetcher = DataFetch(spec.scenario, spec.workers, r, cont, spec.inject)
@@ -164,6 +169,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     multiplier = inj.multiplier(0)
     decision_s: list[float] = []
     k = 0
+    applied = 0  # samples in the updates so far (rank 0)
     try:
         while True:
             hook.check(k)
@@ -197,15 +203,16 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             if r == 0:
                 assert log is not None and scheme is not None
                 log.add(table)
-                stop = spec.is_last(k, cend)
+                applied += sum(batches)
+                stop = spec.is_last(k, cend, applied)
                 t_decide = time.monotonic()
                 nxt = batches if stop else list(scheme.next_batches(_observation(table, k, cend)))
                 decision_s.append(time.monotonic() - t_decide)
                 tail[:2 * n] = torch.tensor([*nxt, *local_counts(scheme, layout, nxt)], dtype=dtype)
                 tail[2 * n] = 1.0 if stop else 0.0
-                hb.progress(spec.fraction(k, cend))
+                hb.progress(spec.fraction(k, cend, applied))
             g_agg, tail = exchange.exchange(byzantine.apply(g), x_r, total, tail, k)
-            opt.step(w, g_agg)
+            opt.step(w, g_agg, total)
             decided = [int(round(v)) for v in tail.tolist()]
             batches, local = decided[:n], decided[n:2 * n]
             multiplier = next_multiplier

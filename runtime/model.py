@@ -124,19 +124,31 @@ class BatchSlicer:
 
 
 class SGDState:
-    """``lbsim.numerics.SGD``'s rule on a torch tensor: ``buf = m buf + g``; ``w -= lr_t buf``."""
+    """``lbsim.numerics.SGD``'s rule on a torch tensor: ``buf = m buf + scale g``; ``w -= lr_t buf``,
+    ``scale`` the learning-rate rule's factor for the samples the update holds
+    (:func:`lbsim.numerics.lr_rule.update_scale`, the same function the simulator's trainer uses)."""
 
-    def __init__(self, cfg: TrainingConfig) -> None:
+    def __init__(self, cfg: TrainingConfig, global_batch: int) -> None:
         from lbsim.numerics import LRSchedule
 
+        self.rule, self.global_batch = cfg.lr_rule, global_batch
         self.schedule = LRSchedule(cfg.lr, **cfg.schedule)
         self.momentum = cfg.momentum
         self.updates = 0
         self.buf: torch.Tensor | None = None
 
+    def scale(self, samples: int) -> float:
+        from lbsim.numerics.lr_rule import update_scale
+
+        return update_scale(self.rule, samples, self.global_batch)
+
     @torch.no_grad()
-    def step(self, w: torch.Tensor, g: torch.Tensor) -> None:
+    def step(self, w: torch.Tensor, g: torch.Tensor, samples: int) -> None:
+        """One update holding ``samples`` samples."""
         lr = self.schedule(self.updates)
+        scale = self.scale(samples)
+        if scale != 1.0:
+            g = g * scale
         if self.momentum:
             self.buf = g.clone() if self.buf is None else self.buf.mul_(self.momentum).add_(g)
             g = self.buf

@@ -114,7 +114,7 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
     n, dev = len(spec.workers), info.device
     dtype = getattr(torch, spec.options.dtype)
     w = model.initial(spec.scenario.seed, dtype=dtype, device=dev)
-    opt = SGDState(spec.training)
+    opt = SGDState(spec.training, spec.scenario.workload.global_batch)
     scheme = spec.scheme_factory()
     gate = Gate(scheme, n)
     chan = Channel(info.rank, info.rank, model.n_params, dtype)
@@ -128,6 +128,7 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
         comm.barrier("start barrier")
         t0 = time.monotonic()
         updates, final, end_s = 0, False, 0.0
+        applied = 0  # samples in the updates so far
         running = n  # workers that have not been told to stop
         while running:
             hook.check(updates)
@@ -140,7 +141,7 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
                 running -= 1
                 continue
             received[src] = now
-            opt.step(w, g)
+            opt.step(w, g, int(h["batch"]))
             t_apply = time.monotonic() - t0
             update = updates
             updates += 1
@@ -148,11 +149,12 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
             log.begin(src, h, update=update, staleness=update - pulled[src])
             t_decide = time.monotonic()
             released = gate.push(src, t_apply)
-            final = spec.is_last(update, t_apply)
+            applied += int(h["batch"])
+            final = spec.is_last(update, t_apply, applied)
             admitted = final or gate.admit(src)
             decision_s.append(time.monotonic() - t_decide)
             hb.beat(updates)
-            hb.progress(spec.fraction(update, t_apply))
+            hb.progress(spec.fraction(update, t_apply, applied))
             if final:
                 end_s = t_apply
                 log.served(src, t_apply - now)

@@ -447,7 +447,7 @@ class Server:
             self.snapshot.copy_(self.w)
             update = self.log.close_round(t_apply)
             self.flagged = [True] * n
-            self.final = self.spec.is_last(update, t_apply)
+            self.final = self.spec.is_last(update, t_apply, sum(self.log.samples_of))
             if self.final:
                 self.end_s = t_apply
 

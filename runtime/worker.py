@@ -123,6 +123,7 @@ def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any,
         scenario=scenario, workers=workers, training=training, options=job.options,
         scheme_factory=lambda: build_scheme_for(scenario, workers),
         max_rounds=scenario.workload.updates, time_budget_s=scenario.workload.time_budget_s, inject=True,
+        max_samples=scenario.workload.samples,
         out=Path(task.out) if task.kind == "train" else None, scenario_path=job.scenario, overrides=tuple(overrides),
     )
 

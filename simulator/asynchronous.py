@@ -6,8 +6,10 @@ wait for the server's serial apply queue (the gradient becomes an update, with s
 updates made since this worker's pull); ask the scheme's gate whether it may go on (SSP blocks a
 worker more than s clocks ahead of the slowest); pull the freshest weights; next iteration.
 
-The run ends when the final update is applied; iterations still in flight then are not
-recorded (they did not finish).
+The run ends when the final update is applied (update or sample target) or at the time budget;
+an iteration whose gradient was applied but which had not ended then (held at the gate, pulling;
+the final pusher, which does not pull) is recorded up to the end and marked ``cut``
+(:mod:`lbsim.metrics.run_end`); iterations whose gradient was not applied are not recorded.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from lbsim.metrics.run_end import cut_row
 from lbsim.schemes.gate import Gate
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
@@ -53,6 +56,8 @@ class AsyncDriver:
         grad_bytes, link = env.gradient_bytes, bytes_per_s(spec.bandwidth_gbps)
         t0, speed = spec.t0_s, spec.samples_per_s
         timeout, record, updates, target = env.timeout, env.iterations.add, env.updates, env.update_target
+        sample_target = env.sample_target
+        open_rows = env.open_rows
         batch_of, admit, tick = scheme.batch, self.gate.admit, self._tick  # bound once
         compute_end_of, factor_of, network_factor = cont.compute_end, cont.iteration_factor, cont.network_factor
         pulled_version = 0
@@ -94,17 +99,26 @@ class AsyncDriver:
                 applier.release()
             else:
                 applier.busy = False
-            if env.stopped or (target is not None and updates._n >= target):  # not env.may_update()
+            if env.stopped or (target is not None and updates._n >= target) or (
+                    sample_target is not None and env.samples_applied >= sample_target):  # not env.may_update()
                 return
             update = updates._n  # env.record_update(batch, 1), inlined
             staleness = update - pulled_version
             updates.add((update, env._now, batch, 1))
+            env.samples_applied += batch
+            pull_start = -1.0  # not pulling yet
+            open_rows[w] = lambda end_s: cut_row(  # noqa: B023 - read at the end, while this iteration is open
+                worker=w, iteration=it, update=update, start_s=start, end_s=end_s,  # noqa: B023
+                compute_s=compute_end - compute_start, fetch_s=compute_start - start,  # noqa: B023
+                comm_s=comm + (end_s - pull_start if pull_start >= 0 else 0.0),  # noqa: B023
+                batch=batch, staleness=staleness, weight=1.0)  # noqa: B023
             if env._progress is not None:
                 env._progress(env.progress_fraction())
             if numerics is not None:
                 numerics.push(w, read, samples, env._now)
             tick(w)
-            final = env.stopped or (target is not None and updates._n >= target)  # not env.may_update()
+            final = env.stopped or (target is not None and updates._n >= target) or (
+                sample_target is not None and env.samples_applied >= sample_target)  # not env.may_update()
             if not final:
                 if not admit(w):
                     yield self._hold(w)
@@ -130,8 +144,9 @@ class AsyncDriver:
             compute_s = compute_end - compute_start
             fetch_s = compute_start - start
             if not env.stopped:  # env.record_row, inlined
+                del open_rows[w]
                 record((w, it, update, start, compute_s, comm, end - start - compute_s - comm - fetch_s, end, batch,
-                        staleness, False, 1.0, fetch_s))
+                        staleness, False, 1.0, fetch_s, final))
             if final:
                 env.finish()
                 return

@@ -2,8 +2,10 @@
 
 Components (workers, the network, the drivers) receive the environment and find the resolved
 scenario, the workers' figures, their contention, the data placement, the scheme and the record
-lists on it — no globals. It also owns the run's end: the update target, the time budget, and the records that
-are kept (only what finished before the end).
+lists on it — no globals. It also owns the run's end (:mod:`lbsim.metrics.run_end`): the update
+target, the sample target, the time budget, and the rows of iterations the end cuts: an engine
+registers, for each gradient applied whose iteration has not ended, how to record it cut at the
+end (:meth:`SimEnv.open_row`); :meth:`SimEnv.finish` records them.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import simpy
 from lbsim.contention.model import WorkerContention
 from lbsim.fetch import DataLayout
 from lbsim.metrics.records import IterationLog, IterationRecord, RecordLog, UpdateTable
+from lbsim.metrics.run_end import stop_reached
 from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.resolve import WorkerSpec, gradient_bytes
@@ -42,6 +45,10 @@ class SimEnv(simpy.Environment):
         self.iterations = IterationLog()  # compact columns (lbsim.metrics.records); .table() at the end
         self.updates = RecordLog(UpdateTable)  # compact columns; .table() at the end
         self.update_target = scenario.workload.updates
+        self.sample_target = scenario.workload.samples
+        self.samples_applied = 0  # samples in the updates made so far
+        # iterations whose gradient is in an update but which have not ended: key -> its cut row at time T
+        self.open_rows: dict[Any, Callable[[float], tuple[Any, ...]]] = {}
         self.budget_s = scenario.workload.time_budget_s
         self.finished = self.event()
         self.stopped = False
@@ -58,10 +65,12 @@ class SimEnv(simpy.Environment):
 
     def may_update(self) -> bool:
         """False once the run has all the updates it asked for, or has ended."""
-        return not self.stopped and (self.update_target is None or self.version < self.update_target)
+        return not self.stopped and not stop_reached(self.version, self.samples_applied, self.update_target,
+                                                     self.sample_target)
 
     def record_update(self, samples: int, gradients: int) -> int:
         update = len(self.updates)
+        self.samples_applied += samples
         self.updates.add((update, self._now, samples, gradients))
         if self._progress is not None:
             self._progress(self.progress_fraction())
@@ -80,13 +89,26 @@ class SimEnv(simpy.Environment):
         parts = []
         if self.update_target:
             parts.append(self.version / self.update_target)
+        if self.sample_target:
+            parts.append(self.samples_applied / self.sample_target)
         if self.budget_s:
             parts.append(self.now / self.budget_s)
         return min(1.0, max(parts)) if parts else 0.0
 
+    def open_row(self, key: Any, cut: Callable[[float], tuple[Any, ...]]) -> None:
+        """An iteration whose gradient is in an update has not ended: ``cut(T)`` is its row if the run ends at T."""
+        self.open_rows[key] = cut
+
+    def close_row(self, key: Any) -> None:
+        """The iteration registered as ``key`` ended (its own row is recorded by the engine)."""
+        self.open_rows.pop(key, None)
+
     def finish(self) -> None:
-        """End the run now (idempotent)."""
+        """End the run now (idempotent); the iterations it cuts are recorded up to now, by key."""
         if not self.stopped:
+            for key in sorted(self.open_rows):
+                self.iterations.add(self.open_rows[key](self._now))
+            self.open_rows.clear()
             self.stopped = True
             self.finished.succeed()
 

@@ -204,6 +204,7 @@ class FastSync:
                 "compute_s": cs, "comm_s": np.full(n, comm), "wait_s": ((update_s - t) - cs - comm) - 0.0,
                 "end_s": np.full(n, update_s), "batch": b, "staleness": np.zeros(n, dtype=np.int64),
                 "dropped": np.zeros(n, dtype=bool), "weight": b / samples, "fetch_s": zeros,
+                "cut": np.zeros(n, dtype=bool),  # the ring ends at the update: nothing is cut
             })
             if final:
                 env.stopped = True

@@ -75,4 +75,5 @@ def build_trainer(scenario: Scenario, workers: Any, scheme: Any, env: SimEnv) ->
     byz = select_workers(cfg.byzantine.workers, workers, "numerics.byzantine.workers") if cfg.byzantine else ()
     fractions = [w.local_fraction for w in env.data.workers] if env.data is not None else None
     return Trainer(cfg, seed=scenario.seed, workers=len(workers), byzantine=byz,
-                   aggregation=getattr(scheme, "aggregation_rule", ("mean", 0)), local_fractions=fractions)
+                   aggregation=getattr(scheme, "aggregation_rule", ("mean", 0)), local_fractions=fractions,
+                   global_batch=scenario.workload.global_batch)

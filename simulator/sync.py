@@ -13,7 +13,11 @@ communicate:
   next round at once.
 
 At every update the scheme is asked for the next round's batches, with the round's observations
-(what each worker measured). The run ends at the final update; iterations are cut there.
+(what each worker measured). The run ends at the final update (update or sample target; the
+final round's rows end there, marked ``cut`` on a parameter server, whose pull is skipped) or at the
+time budget: a contributor whose gradient is in an update but whose pull has not ended is then
+recorded up to the budget, marked ``cut`` (:mod:`lbsim.metrics.run_end`); a round without an update
+by then is not recorded.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 import simpy
 
 from lbsim.metrics.records import IterationRecord
+from lbsim.metrics.run_end import cut_row
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation
 from simulator.env import SimEnv
@@ -48,6 +53,8 @@ class Round:
     final: bool = False
     entered: set[int] = field(default_factory=set)
     recorded: int = 0
+    starts: dict[int, tuple[float, int]] = field(default_factory=dict)  # worker -> (its start, its iteration)
+    pulls: dict[int, float] = field(default_factory=dict)  # worker -> when its pull started
     local: tuple[int, ...] = ()  # each worker's local samples (the rest of its batch is remote)
 
 
@@ -85,6 +92,7 @@ class SyncDriver:
             rs.entered.add(w)
             batch = rs.batches[w]
             start = env.now
+            rs.starts[w] = (start, it)
             work_s = spec.compute_s(batch) * rs.factors[w]
             compute_start = start  # compute starts when the batch's samples are in
             compute_end = cont.compute_end(start, work_s) if self.fetcher is None else math.inf
@@ -116,16 +124,19 @@ class SyncDriver:
             if self.ps is None:
                 comm = env.now - rs.ring_start_s
             elif not rs.final:
-                pull_start = env.now
+                pull_start = rs.pulls[w] = env.now
                 yield from self.ps.pull(w)
                 comm += env.now - pull_start
             end = env.now
+            if not dropped:
+                env.close_row(w)
             env.record_iteration(
                 IterationRecord(
                     worker=w, iteration=it, update=-1 if dropped else rs.update, start_s=start,
                     compute_s=compute_s, comm_s=comm, wait_s=end - start - compute_s - comm - fetch_s,
                     end_s=end, batch=batch, staleness=0, dropped=dropped,
                     weight=0.0 if dropped else batch / rs.samples, fetch_s=fetch_s,
+                    cut=rs.final and self.ps is not None,
                 )
             )
             if rs.final:
@@ -160,6 +171,8 @@ class SyncDriver:
         if env.numerics is not None:
             env.numerics.sync_update([(w, rs.batches[w], rs.local[w]) for w in rs.contributed], env.now)
         rs.final = not env.may_update()
+        for w in rs.contributed:  # their rows, should the run end before their iterations do
+            env.open_row(w, self._cut(rs, w))
         for w in sorted(rs.pending):
             if self.active[w] is rs and self.procs[w].is_alive:
                 self.procs[w].interrupt("dropped by the update")
@@ -169,6 +182,19 @@ class SyncDriver:
             self._next_local = self._local(self._next_batches)
             self.open = self._open_round(rs.index + 1)
         rs.done.succeed()
+
+    def _cut(self, rs: Round, w: int) -> Any:
+        """Worker w's row in round ``rs`` (its gradient in the update) if the run ends at T first."""
+        compute_s, comm_s, fetch_s = rs.measured[w]
+        start, it = rs.starts[w]
+
+        def row(end_s: float) -> tuple[Any, ...]:
+            pull = rs.pulls.get(w)
+            comm = end_s - rs.ring_start_s if self.ps is None else comm_s + (end_s - pull if pull is not None else 0.0)
+            return cut_row(worker=w, iteration=it, update=rs.update, start_s=start, end_s=end_s,
+                           compute_s=compute_s, comm_s=comm, fetch_s=fetch_s, batch=rs.batches[w], staleness=0,
+                           weight=rs.batches[w] / rs.samples)
+        return row
 
     def _observe(self, rs: Round) -> RoundObservation:
         env = self.env

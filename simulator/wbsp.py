@@ -45,7 +45,9 @@ or the pull stall (overlap); ``wait_s`` = the server's apply queue (base; 0 in o
 closes: records are buffered until then); ``staleness`` = that round minus the base version the
 step computed on; ``weight`` = batch / samples of the round. Steps whose round has not closed when
 the run ends are not recorded (their deltas are in no global update). When the final update is
-made, its steps still pulling (or stalled on a pull) are cut at that instant.
+made (update or sample target), its steps still pulling (or stalled on a pull) are cut at that
+instant, marked ``cut``; at the time budget, so are the steps of closed rounds still pulling
+(:mod:`lbsim.metrics.run_end`).
 
 Note: a step's round usually closes *after* the step ended (a fast worker's early steps), so the
 record-level invariant "update time <= iteration end" of the PS drivers does not hold here; the
@@ -56,6 +58,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import simpy
@@ -84,6 +87,7 @@ class Step:
     update: int = -1
     samples: int = 0
     delta: Any = None  # numerics: the change this step made to its worker's model
+    cut: bool = False  # the run's end came before the step's (lbsim.metrics.run_end)
 
 
 @dataclass
@@ -147,19 +151,29 @@ class WBSPDriver:
                     s.comm_s += env.now - s.busy_since
                     s.busy_since = None
                 s.end_s = env.now
+                s.cut = True
+            elif s.end_s is None:  # in the update, not ended: its row if the run ends first
+                env.open_row((s.worker, s.iteration), partial(self._cut_row, s))
             self._emit(s)
         if final:
             env.finish()
 
+    def _row(self, s: Step, end_s: float, cut: bool) -> tuple[Any, ...]:
+        """An IterationRecord's fields, in order."""
+        compute_s = s.compute_end_s - s.compute_start_s
+        fetch_s = s.compute_start_s - s.start_s
+        return (s.worker, s.iteration, s.update, s.start_s, compute_s, end_s - s.start_s - fetch_s - compute_s - s.wait_s,
+                s.wait_s, end_s, s.batch, s.update - s.base_version, False, s.batch / s.samples, fetch_s, cut)
+
+    def _cut_row(self, s: Step, end_s: float) -> tuple[Any, ...]:
+        """Step s, in an update, cut by the run's end at ``end_s`` (time budget)."""
+        return self._row(s, end_s, True)
+
     def _emit(self, s: Step) -> None:
         if s.end_s is None or s.update < 0:
             return
-        compute_s = s.compute_end_s - s.compute_start_s
-        fetch_s = s.compute_start_s - s.start_s
-        self.env.record_row((  # an IterationRecord's fields, in order
-            s.worker, s.iteration, s.update, s.start_s, compute_s, s.end_s - s.start_s - fetch_s - compute_s - s.wait_s,
-            s.wait_s, s.end_s, s.batch, s.update - s.base_version, False, s.batch / s.samples, fetch_s,
-        ))
+        self.env.close_row((s.worker, s.iteration))
+        self.env.record_row(self._row(s, s.end_s, s.cut))
 
     def _end_step(self, s: Step) -> None:
         env = self.env
@@ -213,7 +227,7 @@ class WBSPDriver:
         grad_bytes, link = env.gradient_bytes, bytes_per_s(env.workers[w].bandwidth_gbps)
         timeout, spec, scheme = env.timeout, env.workers[w], self.scheme
         plain = self.fetcher is None and self.numerics is None
-        updates, target = env.updates, env.update_target
+        updates = env.updates
         while True:
             if plain:  # self._compute, inline (no generator)
                 start = env._now
@@ -247,7 +261,7 @@ class WBSPDriver:
                 applier.release()
             else:
                 applier.busy = False
-            if env.stopped or (target is not None and updates._n >= target):  # not env.may_update()
+            if not env.may_update():
                 return
             s.comm_s, s.wait_s = pushed - s.compute_end_s, env._now - pushed
             self._applied(w, [s])

@@ -59,13 +59,11 @@ def run(groups: list[dict[str, Any]], **kw: Any):  # -> RunResult
     return simulate(scenario(groups, **kw))
 
 
-def check_invariants(result: Any, *, strict_update_times: bool = True) -> None:
-    """Invariants every run must satisfy (see lbsim.metrics.records / summary).
+def check_invariants(result: Any, *, strict_update_times: bool = True, update_before_end: bool = True) -> None:
+    """Invariants every run must satisfy (see lbsim.metrics.records / summary / run_end).
 
-    Every update's gradients and samples match the records that name it, except: an asynchronous
-    run does not record the iterations still in flight at its end (gate, pull), so up to one
-    one-gradient update per worker may have no record; a run ended by its time budget may cut the
-    last update's records (their pulls had not finished).
+    Every update's gradients and samples match the records that name it, exactly, however the run
+    ended: an iteration the end cut is recorded up to the end (marked ``cut``).
     """
     its, ups, summary = result.iterations, result.updates, result.summary
     assert ups, "a run must make at least one update"
@@ -78,7 +76,8 @@ def check_invariants(result: Any, *, strict_update_times: bool = True) -> None:
         if not r.dropped:
             u = ups[r.update]
             # the gradient is applied after the worker fetched and computed it and before its iteration ended
-            assert r.start_s + r.fetch_s + r.compute_s - 1e-9 <= u.time_s <= r.end_s + 1e-9, (r, u)
+            assert r.start_s + r.fetch_s + r.compute_s - 1e-9 <= u.time_s, (r, u)
+            assert u.time_s <= r.end_s + 1e-9 or not update_before_end, (r, u)  # WBSP: rounds close later
     # updates: numbered in order, strictly increasing in time
     assert [u.update for u in ups] == list(range(len(ups)))
     for a, b in zip(ups, ups[1:], strict=False):
@@ -106,20 +105,10 @@ def check_invariants(result: Any, *, strict_update_times: bool = True) -> None:
         if not r.dropped:
             grads[r.update] += 1
             samples[r.update] += r.batch
-    from lbsim.schemes.registry import scheme_class
-
-    synchronous = scheme_class(summary["scheme"]).synchronous
-    ended_by_budget = summary["sim_time_s"] > ups[-1].time_s * (1 + 1e-11)
-    missing = []
     for u in ups:
-        if (grads[u.update], samples[u.update]) == (u.gradients, u.samples):
-            continue
-        if u is ups[-1] and ended_by_budget:
-            assert grads[u.update] <= u.gradients, u
-        else:
-            assert not synchronous and grads[u.update] == 0 and u.gradients == 1, (u, grads[u.update], samples[u.update])
-            missing.append(u)
-    assert len(missing) <= len({r.worker for r in its}) or not its, missing
+        assert (grads[u.update], samples[u.update]) == (u.gradients, u.samples), (u, grads[u.update], samples[u.update])
+    assert sum(r.batch for r in its if not r.dropped) == summary["samples"]
+    assert all(r.end_s <= summary["sim_time_s"] + 1e-9 for r in its)
 
 
 @pytest.fixture(scope="session")

@@ -130,7 +130,7 @@ YAML_CASES = [
     pytest.param(doc(workload="{global_batch: 96, updates: 2, time_budget_s: -5}"),
                  "workload.time_budget_s: must be > 0", id="negative-time-budget"),
     pytest.param(doc(workload="{global_batch: 96, updates: null, time_budget_s: null}"),
-                 "workload.updates: set updates or time_budget_s", id="no-stop-condition"),
+                 "workload.updates: set updates, samples or time_budget_s", id="no-stop-condition"),
     pytest.param(doc(seed="-1"), "seed: must be >= 0, got -1", id="negative-seed"),
     pytest.param(doc(scheme="{name: ssp, staleness: -1}"), "scheme.staleness: must be >= 0", id="negative-staleness"),
     pytest.param(doc(scheme="{name: bsp, backup_workers: 3}"), "scheme.backup_workers: must be < the number of "

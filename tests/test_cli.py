@@ -166,3 +166,30 @@ def test_console_script_smoke(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert {"summary.json", "iterations.csv", "scenario.resolved.yaml"} <= {p.name for p in out.iterdir()}
+
+
+def test_compare_refuses_a_stop_by_updates_across_unequal_updates(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A BSP update holds the global batch, an ASP update one worker's push: equal updates are unequal work."""
+    out = tmp_path / "cmp"
+    rc = main(["compare", EC2, "--schemes", "bsp,asp", "--set", "workload.updates=30", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and not out.exists()
+    assert err.startswith("lbsim: error: workload.updates: stopping every scheme at 30 model updates compares different work")
+    assert "asp: one worker's push" in err and "workload.samples" in err and "workload.time_budget_s" in err
+    assert len(err.strip().splitlines()) == 1
+    # schemes whose updates hold the same work may stop by updates
+    assert main(["compare", EC2, "--schemes", "bsp,lbbsp", "--set", "workload.updates=5", "--out", str(out), "-q"]) == 0
+
+
+def test_compare_on_equal_samples_names_what_columns_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cmp"
+    assert main(["compare", EC2, "--schemes", "bsp,asp", "--set", "workload.time_budget_s=null",
+                 "--set", "workload.samples=16000", "--out", str(out)]) == 0
+    stdout = capsys.readouterr().out
+    for label in ("model", "updates", "gradients", "applied", "(updates)"):
+        assert label in stdout
+    _header, rows = _read_csv(out / "compare.csv")
+    bsp, asp = rows
+    assert int(bsp["samples"]) == int(asp["samples"]) == 16000  # 1600-sample updates, 160-sample pushes
+    assert int(bsp["updates"]) == 10 and int(asp["updates"]) == 100
+    assert int(bsp["worker_iterations"]) == int(asp["worker_iterations"]) == 100  # gradients applied

@@ -113,12 +113,26 @@ def clocks_at_starts(result):
     extra=st.integers(0, 4),
     seed=st.integers(0, 10),
 )
-def test_dssp_never_lets_a_worker_exceed_the_upper_bound(sim, speeds, low, extra, seed) -> None:
+def test_dssp_bounded_lead_never_lets_a_worker_exceed_the_upper_bound(sim, speeds, low, extra, seed) -> None:
     groups = [sim.group(1, v, jitter=0.2) for v in speeds]
     res = sim.run(groups, network=sim.ps(apply_s=0.001), global_batch=40 * len(speeds), updates=60, seed=seed,
-                  scheme={"name": "dssp", "staleness_low": low, "staleness_high": low + extra})
+                  scheme={"name": "dssp", "staleness_low": low, "staleness_high": low + extra, "rule": "bounded_lead"})
     for clock, clocks in clocks_at_starts(res):
         assert clock - min(clocks) <= low + extra
+
+
+def test_dssp_paper_rule_lets_the_lead_grow_beyond_the_upper_bound(sim) -> None:
+    """The paper's credit, spent one per push and granted again whenever the fastest runs out."""
+    groups = [sim.group(1, 100.0, jitter=0.05), sim.group(1, 25.0, jitter=0.05)]
+    kw = dict(network=sim.ps(apply_s=0.0), global_batch=100, updates=300)
+    scheme = {"name": "dssp", "staleness_low": 1, "staleness_high": 4}
+    paper = sim.run(groups, scheme=scheme, **kw)
+    bounded = sim.run(groups, scheme={**scheme, "rule": "bounded_lead"}, **kw)
+    asp = sim.run(groups, scheme="asp", **kw)
+    assert max(c - min(cs) for c, cs in clocks_at_starts(bounded)) <= 4
+    assert max(c - min(cs) for c, cs in clocks_at_starts(paper)) > 3 * 4
+    assert paper.summary["throughput_samples_per_s"] >= 0.95 * asp.summary["throughput_samples_per_s"]
+    assert bounded.summary["throughput_samples_per_s"] < 0.9 * asp.summary["throughput_samples_per_s"]
 
 
 def test_dssp_lets_the_fastest_run_further_than_ssp_low(sim) -> None:

@@ -6,7 +6,7 @@ Everything is checked from the run's own records, with no wall-clock limit (the 
   every update — the pusher's batch from its own sample stream, its gradient on the weights
   version it pulled (``update - staleness``) — ends at the server's final weights;
 * SSP never lets a worker start an iteration more than ``s`` clocks ahead of the slowest (and the
-  bound is reached: the check can fail); DSSP never more than ``s_U``;
+  bound is reached: the check can fail); DSSP's bounded-lead reading never more than ``s_U``;
 * ElasticBSP's budgets and barrier are ZipLine's on the measured push times: replaying the
   recorded pushes through the scheme gives ``decisions.csv``; no worker pushes beyond its budget;
 * bad input (wrong ``--nproc``, nccl) is refused before any process starts.
@@ -25,7 +25,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("psutil")
 
 from lbsim.cli import main  # noqa: E402
-from lbsim.numerics import SharedStream, load_dataset, make_model  # noqa: E402
+from lbsim.numerics import SharedStream, load_dataset, make_model, update_scale  # noqa: E402
 from lbsim.rng import stream  # noqa: E402
 from lbsim.scenario.loader import load_scenario  # noqa: E402
 from lbsim.scenario.resolve import build_scheme_for, resolve_workers  # noqa: E402
@@ -56,10 +56,12 @@ def _scenario(tmp_path: Path, scheme: str, *, workers: int = 3, updates: int = 3
 RUNS = {  # name: (scheme, its --set overrides); one job runs them all (one process start)
     "ssp1": ("ssp", ("scheme.staleness=1",)),
     "asp": ("asp", ()),
-    "dssp": ("dssp", ("scheme.staleness_low=0", "scheme.staleness_high=2")),
+    "dssp": ("dssp", ("scheme.staleness_low=0", "scheme.staleness_high=2", "scheme.rule=bounded_lead")),
     "ssp2": ("ssp", ("scheme.staleness=2",)),
     # short supersteps and a longer run, so that several barriers pass whatever the machine's speed
     "elastic": ("elastic_bsp", ("scheme.lookahead=3", "workload.updates=90")),
+    # a stop by samples: 16 samples per push, 200 samples -> the 13th push (208 samples) is the last
+    "samples": ("asp", ("workload.updates=null", "workload.samples=200")),
 }
 
 
@@ -121,6 +123,14 @@ def test_dssp_never_beyond_upper_bound(runs: dict[str, Path]) -> None:
     assert 1 <= max(leads) <= 2
 
 
+def test_sample_target_stops_at_the_update_that_reaches_it(runs: dict[str, Path]) -> None:
+    ups = _rows(runs["samples"] / "updates.csv")
+    samples = [int(r["samples"]) for r in ups]
+    assert sum(samples) == 208 and sum(samples[:-1]) < 200
+    its = _rows(runs["samples"] / "iterations.csv")
+    assert sum(int(r["batch"]) for r in its if r["dropped"] in ("False", "0", "false")) == 208
+
+
 def test_server_applies_the_recorded_gradients(runs: dict[str, Path]) -> None:
     """A numpy replay of the records' updates ends at the server's final weights."""
     out = runs["ssp2"]
@@ -141,7 +151,8 @@ def test_server_applies_the_recorded_gradients(runs: dict[str, Path]) -> None:
         pulled = versions[u - int(r["staleness"])]
         stale = max(stale, int(r["staleness"]))
         _loss, g = model.loss_and_grad(pulled, data.X_train[idx], data.y_train[idx])
-        versions.append(versions[-1] - cfg.learning_rate * g)
+        scale = update_scale(cfg.lr_rule, int(r["batch"]), scenario.workload.global_batch)
+        versions.append(versions[-1] - cfg.learning_rate * scale * g)
     assert stale >= 1, "the replay should exercise stale gradients"
     final = torch.load(out / "model.pt")["w"].numpy()
     np.testing.assert_allclose(final, versions[-1], rtol=1e-9, atol=1e-12)

@@ -70,7 +70,7 @@ def test_defaults_are_filled(tmp_path: Path) -> None:
     assert data["network"] == {"name": "parameter_server", "shards": 1, "server_bandwidth_gbps": 25.0,
                                "apply_s": 0.005, "latency_s": 0.0001}
     assert data["scheme"] == {"name": "bsp", "backup_workers": 0}
-    assert set(data["workload"]) == {"model", "global_batch", "updates", "time_budget_s", "gradient_bytes"}
+    assert set(data["workload"]) == {"model", "global_batch", "updates", "time_budget_s", "samples", "gradient_bytes"}
     assert set(data["cluster"]["groups"][0]) == {"instance", "count", "t0_s", "samples_per_s", "max_batch",
                                                  "bandwidth_gbps", "jitter_cv"}
 

@@ -12,6 +12,11 @@ samples. Synchronous updates are batch-weighted: ``g = sum_i (x_i / X) g_i`` whe
 samples in the update, so each record's ``weight`` is ``x_i / X`` (the weights of an update sum
 to 1). ``staleness`` of an iteration is the number of server updates between the worker's
 pull and its push being applied (0 for synchronous schemes).
+
+Every gradient an update counts has its row, however the run ends: an iteration the end cuts
+(its pull, gate or barrier not over) is recorded up to the end with ``cut`` set
+(:mod:`lbsim.metrics.run_end`), so the samples of the non-dropped rows add up to the samples of
+the updates, exactly.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class IterationRecord:
     dropped: bool = False
     weight: float = 1.0  # this gradient's share in its update: x_i / (samples in the update); 0 if dropped
     fetch_s: float = 0.0  # reading the batch's samples before compute (0 when data are local and free)
+    cut: bool = False  # the run's end came first: recorded up to the end (lbsim.metrics.run_end)
 
     @property
     def iteration_s(self) -> float:
@@ -67,7 +73,7 @@ ITERATION_DTYPES: dict[str, type] = {
     "worker": np.int64, "iteration": np.int64, "update": np.int64, "start_s": np.float64,
     "compute_s": np.float64, "comm_s": np.float64, "wait_s": np.float64, "end_s": np.float64,
     "batch": np.int64, "staleness": np.int64, "dropped": np.bool_, "weight": np.float64,
-    "fetch_s": np.float64,
+    "fetch_s": np.float64, "cut": np.bool_,
 }
 UPDATE_DTYPES: dict[str, type] = {"update": np.int64, "time_s": np.float64, "samples": np.int64, "gradients": np.int64}
 assert tuple(ITERATION_DTYPES) == ITERATION_COLUMNS and tuple(UPDATE_DTYPES) == UPDATE_COLUMNS

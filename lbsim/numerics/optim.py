@@ -10,7 +10,9 @@ Update rule (``torch.optim.SGD`` with ``dampening = 0``, ``nesterov = False``, n
 L2 penalty lives in the model's loss)::
 
     lr_t  = schedule(t)                  t = updates already applied (0 for the first)
-    buf   = momentum * buf + g           (buf starts at g on the first update; momentum 0: buf = g)
+    g'    = scale * g                    (scale: the learning-rate rule's factor for the samples the
+                                          update holds, :mod:`lbsim.numerics.lr_rule`; 1 by default)
+    buf   = momentum * buf + g'          (buf starts at g' on the first update; momentum 0: buf = g')
     w_new = w - lr_t * buf
 
 Schedules (``t`` counts updates, unitless; ``lr`` is in parameter units per gradient unit):
@@ -81,10 +83,12 @@ class SGD:
         """The learning rate the next update will use."""
         return self.schedule(self.updates)
 
-    def step(self, w: np.ndarray, g: np.ndarray) -> np.ndarray:
+    def step(self, w: np.ndarray, g: np.ndarray, scale: float = 1.0) -> np.ndarray:
         if w.shape != g.shape:
             raise ValueError(f"weights {w.shape} and gradient {g.shape} differ in shape")
         lr = self.schedule(self.updates)
+        if scale != 1.0:
+            g = scale * g
         if self.momentum:
             self._buf = g.copy() if self._buf is None else self.momentum * self._buf + g
             d = self._buf

@@ -6,11 +6,13 @@ trainer computes real gradients on exactly the weight versions it is handed:
 * synchronous schemes — :meth:`Trainer.sync_update` at each update: every contributing worker
   draws its batch (in worker order) and computes its mean gradient on the *current* weights; the
   gradients are combined by the scheme's rule (batch-weighted mean, or LOFT's robust rule) and
-  one SGD step is taken;
+  one SGD step is taken, scaled by the learning-rate rule for the samples it holds
+  (:mod:`lbsim.numerics.lr_rule`: ``samples / global_batch`` by default, 1 under ``per_update``);
 * parameter-server schemes — a worker keeps the weights it pulled (:meth:`Trainer.weights`; the
   arrays are never modified in place, so a reference is a snapshot), draws its batch when it
   starts computing (:meth:`Trainer.draw`), and its gradient on the pulled (possibly stale)
-  weights is applied when the server applies the push (:meth:`Trainer.push`);
+  weights is applied when the server applies the push (:meth:`Trainer.push`), scaled by the rule
+  for the push's batch;
 * local-step schemes (WBSP) — :meth:`Trainer.local_step` takes an SGD step on a worker's own
   model copy; :meth:`Trainer.add_delta` adds a pushed delta to the global model.
 
@@ -30,6 +32,7 @@ import numpy as np
 from lbsim.aggregation import aggregate
 from lbsim.numerics.byzantine import corrupt
 from lbsim.numerics.datasets import load_dataset
+from lbsim.numerics.lr_rule import update_scale
 from lbsim.numerics.models import make_model
 from lbsim.numerics.optim import SGD, LRSchedule
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
@@ -47,8 +50,10 @@ class Trainer:
         byzantine: Sequence[int] = (),
         aggregation: tuple[str, int] = ("mean", 0),
         local_fractions: Sequence[float] | None = None,
+        global_batch: int | None = None,
     ) -> None:
         self.cfg = cfg
+        self.global_batch = global_batch  # None: every update steps the full learning rate
         self.data = load_dataset(cfg.dataset)
         self.model = make_model(cfg.model, self.data.n_features, self.data.n_classes, hidden=cfg.hidden, l2=cfg.l2)
         self.w = self.model.init(stream(seed, "numerics", "init"))
@@ -92,6 +97,12 @@ class Trainer:
         """The current global weights (a snapshot: never modified in place)."""
         return self.w
 
+    def scale(self, samples: int) -> float:
+        """The learning-rate rule's factor for an update holding ``samples`` (lbsim.numerics.lr_rule)."""
+        if self.global_batch is None:
+            return 1.0
+        return update_scale(self.cfg.lr_rule, samples, self.global_batch)
+
     # -- updates --------------------------------------------------------------------------------
     def _applied(self, time_s: float) -> None:
         self.updates += 1
@@ -103,12 +114,12 @@ class Trainer:
         idx = [self.draw(w, b, loc) for w, b, loc in order]
         grads = np.stack([self.gradient(w, self.w, i) for (w, _b, _l), i in zip(order, idx, strict=True)])
         g = aggregate(self.rule, grads, [b for _w, b, _l in order], self.f)
-        self.w = self.opt.step(self.w, g)
+        self.w = self.opt.step(self.w, g, self.scale(sum(b for _w, b, _l in order)))
         self._applied(time_s)
 
     def push(self, worker: int, w_read: np.ndarray, idx: np.ndarray, time_s: float) -> None:
         """Apply ``worker``'s gradient, computed on the weights it read, to the global model."""
-        self.w = self.opt.step(self.w, self.gradient(worker, w_read, idx))
+        self.w = self.opt.step(self.w, self.gradient(worker, w_read, idx), self.scale(len(idx)))
         self._applied(time_s)
 
     def local_step(self, worker: int, w_local: np.ndarray, idx: np.ndarray) -> np.ndarray:

@@ -19,11 +19,12 @@ class Workload:
     global_batch: int = param(1024, "samples per global update, split across workers", gt=0)
     updates: int | None = param(200, "stop after this many global model updates (null: no limit)", gt=0)
     time_budget_s: float | None = param(None, "stop at this simulated time (null: no limit)", gt=0)
+    samples: int | None = param(None, "stop once updates have applied this many samples: equal work across schemes whose updates hold different batches (null: no limit)", gt=0)
     gradient_bytes: int | None = param(None, "bytes pushed per gradient (null: the model profile's)", gt=0)
 
     def check(self) -> None:
-        if self.updates is None and self.time_budget_s is None:
-            raise InputError("updates", "set updates or time_budget_s (or both: whichever comes first)")
+        if self.updates is None and self.time_budget_s is None and self.samples is None:
+            raise InputError("updates", "set updates, samples or time_budget_s (or several: whichever comes first)")
 
 
 @dataclass(frozen=True)

@@ -1,29 +1,45 @@
 """DSSP — dynamic stale synchronous parallel (Zhao, An, Liu, Chen; ICDCS 2019).
 
-Rule (schemes-research.md §2.7): SSP whose bound floats in ``[s_L, s_U]``. The server counts
-each worker's pushes (its clock t_p) and keeps a per-worker credit r_p of extra clocks of lead,
-initially 0. On a push from p, with ``lead = t_p − t_slowest``: if ``lead ≤ s_L``, go on (and
-the credit is reset); else if ``lead ≤ s_L + r_p``, go on (credit left); else if p is the
-fastest, run the controller, set r_p to what it grants (0..r_max) and go on if
-``lead ≤ s_L + r_p``; otherwise hold p until the slowest is back within s_L.
+SSP whose bound is stretched for the fastest worker by a controller (schemes-research.md §2.7).
+The server counts each worker's pushes (its clock t_p) and keeps a per-worker credit r_p of
+extra iterations, initially 0; ``lead = t_p − t_slowest`` after the push.
 
-Our reading of the paper's "r_p −= 1 per push" as a credit of *lead* (the same when the slowest
-does not move) makes the bound hold by construction: a worker never starts an iteration more
-than ``s_L + r_max = s_U`` clocks ahead of the slowest, the bound the paper's regret proof uses.
+``rule: paper`` (the default; the paper's rule as written) — on a push from p:
 
-Controller: with I_p and I_slow the latest push intervals of p and of the slowest worker and A
-their latest push times, simulate ``Sim_p[r] = A_p + r I_p`` and
+* if ``r_p > 0``: ``r_p −= 1`` and go on (the credit is spent one per push);
+* else if ``lead ≤ s_L``: go on;
+* else if p is the fastest: run the controller, ``r_p ← r*``; if ``r* > 0`` go on, spending one of
+  it for this push (``r_p = r* − 1``: our reading of "spent one per push");
+* otherwise hold p until the slowest is back within s_L — or, if p is still the fastest, until
+  the controller, asked again at each later push of the slowest (while p is held), grants
+  ``r* > 0`` (then p goes on, spending one of it). Our reading: r* = 0 means "the slowest is
+  about to push", and the paper lets the controller grant again whenever the fastest runs out;
+  held until the slowest is back within s_L instead, a fastest worker far ahead would stall
+  for many of the slowest's iterations on one unlucky alignment.
+
+The controller grants again whenever the fastest runs out, so the fastest worker's lead can keep
+growing (by up to ``r_max`` per grant): with a persistent 2x speed gap DSSP runs like ASP, which is
+what the paper's Table I shows (DSSP ≈ ASP in time to accuracy, far ahead of SSP(15) and BSP).
+
+``rule: bounded_lead`` (an option; lbsim's first reading) — the credit is a credit of *lead*: on
+a push, if ``lead ≤ s_L`` go on (credit reset); else if ``lead ≤ s_L + r_p`` go on; else if p is
+the fastest, ``r_p ← r*`` and go on if ``lead ≤ s_L + r_p``; otherwise hold. A worker then never
+starts an iteration more than ``s_L + r_max = s_U`` clocks ahead of the slowest (the bound the
+paper's regret proof uses): DSSP behaves like SSP with a bound between s_L and s_U.
+
+Controller (both rules): with I_p and I_slow the latest push intervals of p and of the slowest
+worker and A their latest push times, simulate ``Sim_p[r] = A_p + r I_p`` and
 ``Sim_slow[k] = A_slow + I_slow + k I_slow`` for r, k in [0, r_max] (r_max = s_U − s_L) and
 return the r minimising ``|Sim_slow[k] − Sim_p[r]|`` over all (r, k) (smallest r on ties — our
-choice). A worker is therefore never more than s_U clocks ahead of the slowest. Until a worker
-has two pushes its interval is unknown and the controller grants nothing (our choice).
+choice). Until a worker has two pushes its interval is unknown and the controller grants nothing
+(our choice).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -38,7 +54,8 @@ from lbsim.sizing.split import even_split
 @dataclass(frozen=True)
 class DSSPConfig:
     staleness_low: int = param(3, "s_L: the bound every worker may use without asking", ge=0)
-    staleness_high: int = param(15, "s_U: the most the controller may let the fastest run ahead", ge=0)
+    staleness_high: int = param(15, "s_U: r_max = s_U - s_L is the most the controller grants at once", ge=0)
+    rule: Literal["paper", "bounded_lead"] = param("paper", "paper: credit spent one per push, granted again whenever the fastest runs out (its lead can grow); bounded_lead: the credit bounds the lead, never beyond s_U")
 
     def check(self) -> None:
         if self.staleness_high < self.staleness_low:
@@ -63,6 +80,7 @@ class DSSP:
     driver: ClassVar[str] = "async"
 
     def __init__(self, config: DSSPConfig, ctx: SchemeContext) -> None:
+        self.paper = config.rule == "paper"
         self.s_low = config.staleness_low
         self.r_max = config.staleness_high - config.staleness_low
         n = ctx.workers
@@ -70,6 +88,7 @@ class DSSP:
         check_even_split(self._batches, ctx, self.name)
         self.credit = [0] * n
         self.held = [False] * n
+        self.refused_at = [-1] * n  # the slowest's clock when the controller last granted p nothing
         self.pushes: list[list[float]] = [[] for _ in range(n)]
         self.grants = 0
         self.granted_total = 0
@@ -81,11 +100,32 @@ class DSSP:
         self.pushes[worker] = self.pushes[worker][-1:] + [time_s]  # the last two push times
         slowest = slowest_worker(clocks)
         lead = clocks[worker] - clocks[slowest]
+        if self.paper:
+            self.held[worker] = not self._paper_go_on(worker, slowest, lead, clocks)
+            return
         if lead <= self.s_low:
             self.credit[worker] = 0
         elif lead > self.s_low + self.credit[worker] and clocks[worker] == fastest_clock(clocks):
             self.credit[worker] = self._grant(worker, slowest)
         self.held[worker] = lead > self.s_low + self.credit[worker]
+
+    def _paper_go_on(self, worker: int, slowest: int, lead: int, clocks: Sequence[int]) -> bool:
+        if self.credit[worker] > 0:
+            self.credit[worker] -= 1
+            return True
+        if lead <= self.s_low:
+            return True
+        if clocks[worker] == fastest_clock(clocks):
+            return self._paper_grant(worker, slowest, clocks)
+        return False
+
+    def _paper_grant(self, worker: int, slowest: int, clocks: Sequence[int]) -> bool:
+        self.refused_at[worker] = clocks[slowest]
+        r = self._grant(worker, slowest)
+        if r > 0:
+            self.credit[worker] = r - 1  # this go-ahead spends one
+            return True
+        return False
 
     def _grant(self, p: int, slow: int) -> int:
         if len(self.pushes[p]) < 2 or len(self.pushes[slow]) < 2:
@@ -98,10 +138,19 @@ class DSSP:
         return r
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
-        return not self.held[worker] or clocks[worker] - slowest_clock(clocks) <= self.s_low
+        if not self.held[worker] or clocks[worker] - slowest_clock(clocks) <= self.s_low:
+            return True
+        if self.paper and clocks[worker] == fastest_clock(clocks):
+            slowest = slowest_worker(clocks)
+            if clocks[slowest] != self.refused_at[worker]:  # the slowest pushed since: ask the controller again
+                if self._paper_grant(worker, slowest, clocks):
+                    self.held[worker] = False
+                    return True
+        return False
 
     def gate_key(self, clocks: Sequence[int]) -> int:
-        """A blocked worker's ``held`` flag changes only at its own push: the slowest clock decides."""
+        """A blocked worker's ``held`` flag changes only at its own push, its release (and the
+        controller's second ask) only when the slowest clock changes: the slowest clock decides."""
         return slowest_clock(clocks)
 
     def diagnostics(self) -> dict[str, object]:
