@@ -8,9 +8,11 @@ Parameter server (``k`` shards, each with a NIC of ``B_ps`` per direction):
   ``max(n S / (k B_ps), S / B_w)`` — the textbook PS bound.
 * The server applies gradients one at a time, ``apply_s / k`` each (a serial resource).
 
-Ring all-reduce (alpha-beta): ``T = 2(n-1) alpha + 2 (n-1)/n * S / B_min``, with ``B_min`` the
-slowest worker's effective bandwidth at the moment the ring starts (the ring runs at its slowest
-hop).
+All-reduce (``network: ring_allreduce``): the duration over the cluster's nodes and links is
+:class:`lbsim.network.topology.AllReducePlan` (formulas in :mod:`lbsim.network.collectives`),
+with each node's links slowed by its workers' network contention at the moment it starts. With
+one worker per node the flat ring is ``T = 2(n-1) alpha + 2 (n-1)/n * S / B_min``, ``B_min`` the
+slowest worker's effective bandwidth (the ring runs at its slowest hop).
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ from typing import Any
 
 import simpy
 
+from lbsim.network.collectives import bytes_per_s
+from lbsim.network.topology import AllReducePlan, topology_of
 from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
 
-
-def bytes_per_s(gbps: float) -> float:
-    return gbps * 1e9 / 8.0
+__all__ = ["AllReducePlan", "Lane", "ParameterServer", "allreduce_plan", "bytes_per_s", "ring_allreduce_s"]
 
 
 class Lane:
@@ -134,15 +136,13 @@ class ParameterServer:
             yield self.env.timeout(self.apply_each_s)
 
 
-def ring_allreduce_s(env: Any, config: RingAllReduceConfig, members: range | list[int]) -> float:
-    """Duration of one ring all-reduce among ``members`` starting now."""
-    n = len(members)
-    if n <= 1:
-        return 0.0
+def allreduce_plan(env: Any, config: RingAllReduceConfig) -> AllReducePlan:
+    """The all-reduce over the scenario's nodes and links (``config.bandwidth_gbps`` sets every NIC)."""
+    topo = topology_of(env.workers, nic_gbps=config.bandwidth_gbps, nic_latency_s=config.alpha_s)
+    return AllReducePlan(topo, config.algorithm)
+
+
+def ring_allreduce_s(env: Any, plan: AllReducePlan) -> float:
+    """Duration of one all-reduce among all workers starting now (their network contention now)."""
     now = env.now
-    if config.bandwidth_gbps is not None:
-        worst = max(env.contention[w].network_factor(now) for w in members)
-        bw = bytes_per_s(config.bandwidth_gbps) / worst
-    else:
-        bw = min(bytes_per_s(env.workers[w].bandwidth_gbps) / env.contention[w].network_factor(now) for w in members)
-    return 2 * (n - 1) * config.alpha_s + 2 * (n - 1) / n * env.gradient_bytes / bw
+    return plan.duration_s(env.gradient_bytes, [c.network_factor(now) for c in env.contention])

@@ -222,3 +222,34 @@ def test_iteration_table_behaves_as_a_sequence_of_records() -> None:
 
     kw = dict(scheme="bsp", seed=0, engine="simulator", workers=2, end_s=2.0, synchronous=True)
     assert summarize(table, [], **kw) == summarize(recs, [], **kw)
+
+
+def _nodes(group: dict, per_node: int, **links) -> dict:
+    return {**group, "instance": "g4dn.12xlarge", "workers_per_node": per_node, **links}
+
+
+# nodes of 4, 4, 2 (one group) and 3, 1 (another): multi-worker nodes, a partial node, one alone;
+# a tabulated compute curve and a shared-node slowdown on the second group
+NODES = [_nodes(_group(10, 120.0, t0=0.02, bw=4.0, jitter=0.1), 4, intra_bandwidth_gbps=30.0, intra_latency_s=2e-5),
+         _nodes(_group(4, 45.0, t0=0.05, bw=2.0, jitter=0.05), 3, nic_latency_s=3e-4, shared_node_slowdown=0.05,
+                compute_curve=[[8, 0.2], [32, 0.5], [64, 1.4]])]
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "hierarchical"])
+@pytest.mark.parametrize("overlap", [None, {"hide_share": 0.6, "tail_share": 0.2}])
+def test_nodes_links_curves_and_overlap(algorithm, overlap) -> None:
+    from lbsim.contention.model import build_contention
+    from lbsim.scenario.fields import to_data
+    from lbsim.scenario.resolve import build_scheme_for, resolve_workers
+
+    net = {"name": "ring_allreduce", "alpha_s": 1e-5, "algorithm": algorithm}
+    for scheme in ("bsp", {"name": "lbbsp", "variant": "cpu", "predictor": "ema"}):
+        sc = _scenario(NODES, scheme=scheme, contention=EVERYTHING, network=net, gradient_bytes=40_000_000)
+        if overlap is not None:
+            data = to_data(sc)
+            data["workload"]["overlap"] = overlap
+            sc = scenario_from_data(data)
+        fast, workers = check(sc)
+        assert [w.node for w in workers] == [0] * 4 + [1] * 4 + [2] * 2 + [3] * 3 + [4]
+        ws = resolve_workers(sc)
+        assert ineligible(SimEnv(sc, ws, build_contention(sc, ws), build_scheme_for(sc, ws))) is None
