@@ -270,6 +270,13 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
     return commands.handle(commands.validate, args, _out_dir(args, "validate"), simulate_to)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from lbsim.calibration.command import run
+    from simulator.run import simulate
+
+    return run(args, simulate)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     return _runtime("train", args)
 
@@ -294,6 +301,8 @@ def _one_line(text: object) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lbsim.calibration.command import add_arguments as calibration_arguments
+
     p = _Parser(prog="lbsim", description="Which synchronization scheme, how much faster, on my cluster?")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -363,6 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     runtime_args(val)
     val.add_argument("--schemes", help="comma-separated schemes to compare (default: bsp,lbbsp)")
     val.set_defaults(func=cmd_validate)
+
+    cal = sub.add_parser("calibrate", help="fit t(b), links, overlap from measured step times; predict every row by simulation")
+    calibration_arguments(cal)
+    cal.set_defaults(func=cmd_calibrate)
 
     sub.add_parser("schemes", help="list the registered schemes and their parameters").set_defaults(func=cmd_schemes)
     cat = sub.add_parser("catalog", help="list instance types and model profiles with their sources")
