@@ -1,6 +1,7 @@
 """Communication: a parameter server with a shared NIC and serial apply queue, or a ring.
 
-Parameter server (``k`` shards, each with a NIC of ``B_ps`` per direction):
+Parameter server (``k`` shards, each with a NIC of ``B_ps`` per direction; the formulas are in
+:mod:`lbsim.network.parameter_server`; workers sharing a node queue for its NIC):
 * A transfer of S bytes between worker w and the server needs the server side for
   ``S / (k B_ps)`` (a FIFO queue per direction: pushes in, pulls out — the shared bottleneck) and
   cannot finish before ``S / B_w(t)`` after it was requested (the worker's own link, slowed by
@@ -24,6 +25,7 @@ from typing import Any
 import simpy
 
 from lbsim.network.collectives import bytes_per_s
+from lbsim.network.parameter_server import link_s, server_hold_s
 from lbsim.network.topology import AllReducePlan, topology_of
 from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
 
@@ -94,17 +96,45 @@ class ParameterServer:
             self.nic_in = simpy.Resource(env, capacity=1)
             self.nic_out = simpy.Resource(env, capacity=1)
             self.applier = simpy.Resource(env, capacity=1)
-        self.server_hold_s = env.gradient_bytes / (config.shards * bytes_per_s(config.server_bandwidth_gbps))
+        self.server_hold_s = server_hold_s(env.gradient_bytes, config.shards, bytes_per_s(config.server_bandwidth_gbps))
         self.apply_each_s = config.apply_s / config.shards
-        # per worker: gradient bytes over the worker's own nominal link (seconds, before contention)
-        self.link_s = [env.gradient_bytes / bytes_per_s(w.bandwidth_gbps) for w in env.workers]
+        # nodes shared by several workers: a FIFO per node and direction for its NIC, and the node's
+        # members (the node's network slowdown is its most slowed worker's)
+        self.members: dict[int, list[int]] = {}
+        for w in env.workers:
+            if w.node_size > 1:
+                self.members.setdefault(w.node, []).append(w.index)
+        self.node_in: dict[int, Any] = {k: self._queue() for k in self.members}
+        self.node_out: dict[int, Any] = {k: self._queue() for k in self.members}
+        self.shared = [w.node_size > 1 for w in env.workers]
 
-    def _transfer(self, worker: int, nic: Any) -> Generator[Any, Any, None]:
+    def _queue(self) -> Any:
+        return Lane(self.env) if self.lanes else simpy.Resource(self.env, capacity=1)
+
+    def _transfer(self, worker: int, nic: Any, node_nics: dict[int, Any]) -> Generator[Any, Any, None]:
+        if not self.shared[worker]:
+            yield from self._cross(worker, nic, self.env.contention[worker].network_factor(self.env.now))
+            return
+        node = self.env.workers[worker].node
+        queue = node_nics[node]
+        if self.lanes:
+            yield queue.request()
+            yield from self._cross(worker, nic, self._node_factor(node))
+            queue.release()
+        else:
+            with queue.request() as req:
+                yield req
+                yield from self._cross(worker, nic, self._node_factor(node))
+
+    def _node_factor(self, node: int) -> float:
+        now, contention = self.env.now, self.env.contention
+        return max(contention[m].network_factor(now) for m in self.members[node])
+
+    def _cross(self, worker: int, nic: Any, factor: float) -> Generator[Any, Any, None]:
+        """The server's NIC (queued) and the node's NIC at once, then one latency."""
         env = self.env
         requested = env.now
-        own_s = env.gradient_bytes * env.contention[worker].network_factor(requested) / bytes_per_s(
-            env.workers[worker].bandwidth_gbps
-        )
+        own_s = link_s(env.gradient_bytes, factor, bytes_per_s(env.workers[worker].bandwidth_gbps))
         if self.lanes:
             yield nic.request()
             yield env.timeout(self.server_hold_s)
@@ -118,11 +148,11 @@ class ParameterServer:
 
     def push(self, worker: int) -> Generator[Any, Any, None]:
         """Send one gradient to the server (returns when it has arrived)."""
-        yield from self._transfer(worker, self.nic_in)
+        yield from self._transfer(worker, self.nic_in, self.node_in)
 
     def pull(self, worker: int) -> Generator[Any, Any, None]:
         """Fetch the current weights from the server."""
-        yield from self._transfer(worker, self.nic_out)
+        yield from self._transfer(worker, self.nic_out, self.node_out)
 
     def apply(self) -> Generator[Any, Any, None]:
         """Wait for the serial apply queue, then apply one gradient."""

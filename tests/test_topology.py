@@ -178,3 +178,30 @@ def test_network_contention_on_one_worker_slows_its_nodes_nic() -> None:
 def test_compute_curve_in_the_engines() -> None:
     res = _both(_data([_group(2, compute_curve=[[10, 1.0], [20, 1.5]])], updates=1))
     assert {r.compute_s for r in res.iterations} == {3.0}  # b = 50: the last segment extended
+
+
+# -- the parameter server on nodes ----------------------------------------------------------------
+
+PS_FAST = {"name": "parameter_server", "shards": 1, "server_bandwidth_gbps": 80.0, "apply_s": 0.0, "latency_s": 0.0}
+
+
+@pytest.mark.parametrize("scheme", ["bsp", "asp"])
+def test_workers_on_one_node_share_its_nic_to_the_server(scheme) -> None:
+    # S = 1 GB, every NIC 1 GB/s, the server's 10 GB/s: alone, the two pushes overlap (both end at 3 s);
+    # on one node they queue for its NIC (3 s, then 4 s)
+    def run(groups):
+        data = _data(groups, network=PS_FAST, updates=2)
+        data["scheme"] = {"name": scheme}
+        return simulate(scenario_from_data(data))
+
+    alone = run([_group(2)])
+    shared = run([_group(2, workers_per_node=2)])
+    assert [u.time_s for u in alone.updates] == pytest.approx([3.0, 3.0] if scheme == "asp" else [3.0, 7.0])
+    assert [u.time_s for u in shared.updates] == pytest.approx([3.0, 4.0] if scheme == "asp" else [4.0, 9.0])
+
+
+def test_network_contention_on_a_shared_node_slows_both_workers_transfers() -> None:
+    data = _data([_group(2, workers_per_node=2)], network=PS_FAST, updates=1)
+    data["contention"] = [{"name": "scheduled", "workers": [1], "slowdown": 2.0, "target": "network"}]
+    res = simulate(scenario_from_data(data))
+    assert [u.time_s for u in res.updates] == pytest.approx([2.0 + 2.0 + 2.0])  # both pushes at half speed
