@@ -371,6 +371,8 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="profile, run the runtime and the calibrated simulator, report their errors")
     runtime_args(val)
     val.add_argument("--schemes", help="comma-separated schemes to compare (default: bsp,lbbsp)")
+    val.add_argument("--repeats", type=int, default=1, metavar="K",
+                     help="repeat the whole comparison K times; report median and spread of each error (default 1)")
     val.set_defaults(func=cmd_validate)
 
     cal = sub.add_parser("calibrate", help="fit t(b), links, overlap from measured step times; predict every row by simulation")
