@@ -140,7 +140,7 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
         if repeats == 1:
             print_validation(reports[0], title=title)
         else:
-            print_repeats(summary, title=f"{title}, {repeats} repeats: median [min, max] of each error")
+            print_repeats(summary, title=f"{title}, {repeats} repeats: median (min, max) of each error")
         print(f"results in {out}/validation.json")
     return 0
 
@@ -208,7 +208,7 @@ def print_repeats(summary: dict[str, Any], *, title: str) -> None:
 def _stat(st: dict[str, Any] | None) -> str:
     if not st or st.get("median") is None:
         return "n/a"
-    return f"{st['median']:+.1%} [{st['min']:+.1%}, {st['max']:+.1%}]"
+    return f"{st['median']:+.1%} ({st['min']:+.1%}, {st['max']:+.1%})"
 
 
 def run_failed(err: BaseException) -> int:

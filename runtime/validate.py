@@ -72,7 +72,7 @@ def repeat_summary(scenario: str, reports: list[dict[str, Any]]) -> dict[str, An
         "scenario": scenario,
         "repeats": len(reports),
         "error_definition": "errors (simulator - runtime) / runtime (staleness, accuracy: simulator - runtime); "
-                            "positive = simulator slower/higher; median [min, max] over repeats",
+                            "positive = simulator slower/higher; median (min, max) over repeats",
         "schemes": schemes,
         "runs": [f"repeat_{i + 1}/validation.json" for i in range(len(reports))],
     }
