@@ -204,8 +204,8 @@ YAML_CASES = [
                  id="shared-node-without-intra-link"),
     pytest.param(doc(cluster="{groups: [{instance: g4dn.xlarge, compute_curve: [[8, 0.1], [8, 0.2]]}]}"),
                  "cluster.groups[0].compute_curve[1]: batches must be strictly increasing", id="curve-not-increasing"),
-    pytest.param(doc(network="{name: ring_allreduce, algorithm: tree}"),
-                 "network.algorithm: 'tree' is not allowed; valid: ring, hierarchical", id="unknown-algorithm"),
+    pytest.param(doc(network="{name: ring_allreduce, algorithm: butterfly}"),
+                 "network.algorithm: 'butterfly' is not allowed; valid: ring, hierarchical, tree, nccl", id="unknown-algorithm"),
     pytest.param(doc(workload="{model: resnet50_imagenet, global_batch: 96, overlap: {hide_share: 2}}"),
                  "workload.overlap.hide_share: must be <= 1", id="overlap-share-above-one"),
 ]

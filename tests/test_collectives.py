@@ -6,7 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lbsim.network.collectives import Link, allreduce_s, bytes_per_s, hierarchical_allreduce_s, ring_allreduce_s
+from lbsim.network.collectives import (
+    Link,
+    allreduce_s,
+    bytes_per_s,
+    hierarchical_allreduce_s,
+    ring_allreduce_s,
+    tree_allreduce_s,
+)
 from lbsim.network.topology import AllReducePlan, Topology
 
 GB = 1e9  # bytes
@@ -37,6 +44,43 @@ def test_two_nodes_of_two_ring_versus_hierarchical() -> None:
     assert ring_allreduce_s(GB, [2, 2], [FAST, FAST], [NIC, NIC]) == pytest.approx(1.5)
     # hierarchical: intra RS + AG 2 * (1/2 * 1 GB / 10 GB/s) = 0.1 s; inter AR of 2 nodes 2 * 1/2 * 1 GB / 1 GB/s = 1 s
     assert hierarchical_allreduce_s(GB, [2, 2], [FAST, FAST], [NIC, NIC]) == pytest.approx(1.1)
+
+
+def test_a_ring_step_lasts_as_long_as_its_slowest_hop() -> None:
+    # 2 nodes x 2: the PCIe hop is slow to start (1 ms) but fast (0.025 s per step); the NIC hop 0.25 s:
+    # a step is max over hops of (latency + S/n / B) = 0.25 s, not the NIC's time plus PCIe's latency
+    intra, inter = [Link(1e10, 1e-3)] * 2, [Link(1e9, 0.0)] * 2
+    assert ring_allreduce_s(GB, [2, 2], intra, inter) == pytest.approx(6 * 0.25)
+    # ... and when the PCIe hop is the slowest (a huge latency), it sets the step
+    intra = [Link(1e10, 0.5)] * 2
+    assert ring_allreduce_s(GB, [2, 2], intra, inter) == pytest.approx(6 * (0.5 + 0.025))
+
+
+def test_tree_across_nodes() -> None:
+    # 4 nodes x 2: intra RS + AG 2 * (1/2 * 1 GB / 10 GB/s) = 0.1 s; double binary tree S / B = 1 s
+    sizes, intra, inter = [2] * 4, [FAST] * 4, [NIC] * 4
+    assert tree_allreduce_s(GB, sizes, intra, inter) == pytest.approx(1.1)
+    assert hierarchical_allreduce_s(GB, sizes, intra, inter) == pytest.approx(0.1 + 2 * 3 / 4)  # ring across: 1.5 s
+    assert ring_allreduce_s(GB, sizes, intra, inter) == pytest.approx(2 * 7 / 8)
+    # latency grows with the tree's depth: 2 ceil(log2 N) steps
+    lat = [Link(1e9, 1e-3)]
+    for nodes, depth in [(2, 1), (3, 2), (4, 2), (5, 3), (16, 4)]:
+        assert tree_allreduce_s(0.0, [1] * nodes, [FAST] * nodes, lat * nodes) == pytest.approx(2 * depth * 1e-3)
+    # on two nodes the tree moves what a ring over them moves: S / B = 2 (N-1)/N S / B
+    assert tree_allreduce_s(GB, [3, 3], [FAST] * 2, [NIC] * 2) == pytest.approx(
+        hierarchical_allreduce_s(GB, [3, 3], [FAST] * 2, [NIC] * 2))
+    assert tree_allreduce_s(GB, [4], [FAST], [NIC]) == ring_allreduce_s(GB, [4], [FAST], [NIC])  # one node: intra only
+
+
+def test_nccl_picks_the_flat_ring_on_two_nodes_and_the_tree_beyond() -> None:
+    for sizes in ([4], [4, 4], [1, 3]):
+        k = len(sizes)
+        assert allreduce_s(GB, sizes, [FAST] * k, [NIC] * k, algorithm="nccl") == ring_allreduce_s(
+            GB, sizes, [FAST] * k, [NIC] * k)
+    for sizes in ([1, 1, 1], [4, 4, 4, 4], [1, 2, 1, 2]):
+        k = len(sizes)
+        assert allreduce_s(GB, sizes, [FAST] * k, [NIC] * k, algorithm="nccl") == tree_allreduce_s(
+            GB, sizes, [FAST] * k, [NIC] * k)
 
 
 def test_latencies_per_step() -> None:
@@ -80,8 +124,8 @@ def test_bad_inputs() -> None:
         ring_allreduce_s(GB, [2, 2], [FAST], [NIC, NIC])
     with pytest.raises(ValueError, match="at least one"):
         ring_allreduce_s(GB, [2, 0], [FAST] * 2, [NIC] * 2)
-    with pytest.raises(ValueError, match="valid: ring, hierarchical"):
-        allreduce_s(GB, [2], [FAST], [NIC], algorithm="tree")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="valid: ring, hierarchical, tree, nccl"):
+        allreduce_s(GB, [2], [FAST], [NIC], algorithm="butterfly")  # type: ignore[arg-type]
 
 
 def test_contention_slows_the_nodes_links_at_their_most_slowed_worker() -> None:
@@ -101,7 +145,7 @@ links = st.builds(Link, st.floats(1e6, 1e11), st.floats(0.0, 1e-2))
     nodes=st.lists(st.tuples(st.integers(1, 5), links, links), min_size=1, max_size=6),
     factors_seed=st.lists(st.floats(1.0, 5.0), min_size=30, max_size=30),
     s=st.floats(0.0, 1e9),
-    algorithm=st.sampled_from(["ring", "hierarchical"]),
+    algorithm=st.sampled_from(["ring", "hierarchical", "tree", "nccl"]),
 )
 def test_the_engines_plan_is_the_link_formula(nodes, factors_seed, s, algorithm) -> None:
     """AllReducePlan (what both engines call) == allreduce_s on the contended links, exactly."""

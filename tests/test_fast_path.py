@@ -238,7 +238,7 @@ NODES = [_nodes(_group(10, 120.0, t0=0.02, bw=4.0, jitter=0.1), 4, intra_bandwid
                 compute_curve=[[8, 0.2], [32, 0.5], [64, 1.4]])]
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "hierarchical"])
+@pytest.mark.parametrize("algorithm", ["ring", "hierarchical", "tree", "nccl"])
 @pytest.mark.parametrize("overlap", [None, {"hide_share": 0.6, "tail_share": 0.2}])
 def test_nodes_links_curves_and_overlap(algorithm, overlap) -> None:
     from lbsim.contention.model import build_contention
@@ -261,7 +261,7 @@ def test_nodes_links_curves_and_overlap(algorithm, overlap) -> None:
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     layout=st.lists(st.tuples(st.integers(1, 5), st.integers(1, 4)), min_size=1, max_size=3),
-    algorithm=st.sampled_from(["ring", "hierarchical"]),
+    algorithm=st.sampled_from(["ring", "hierarchical", "tree", "nccl"]),
     hide=st.sampled_from([0.0, 0.3, 1.0]),
     seed=st.integers(0, 50),
 )

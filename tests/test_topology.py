@@ -93,8 +93,8 @@ def test_bad_node_and_curve_keys_name_the_key(change, path, words) -> None:
 
 
 def test_bad_algorithm_and_overlap() -> None:
-    with pytest.raises(InputError, match="valid: ring, hierarchical"):
-        scenario_from_data(_data([_group(2)], algorithm="tree"))
+    with pytest.raises(InputError, match="valid: ring, hierarchical, tree, nccl"):
+        scenario_from_data(_data([_group(2)], algorithm="butterfly"))
     with pytest.raises(InputError) as err:
         scenario_from_data(_data([_group(2)], overlap={"hide_share": 1.5}))
     assert err.value.path == "workload.overlap.hide_share"
@@ -205,3 +205,11 @@ def test_network_contention_on_a_shared_node_slows_both_workers_transfers() -> N
     data["contention"] = [{"name": "scheduled", "workers": [1], "slowdown": 2.0, "target": "network"}]
     res = simulate(scenario_from_data(data))
     assert [u.time_s for u in res.updates] == pytest.approx([2.0 + 2.0 + 2.0])  # both pushes at half speed
+
+
+@pytest.mark.parametrize("algorithm", ["tree", "nccl"])
+def test_three_nodes_tree_timeline(algorithm) -> None:
+    # 6 workers on 3 nodes of 2: intra 2 * (1/2 * 1 GB / 10 GB/s) = 0.1 s, tree across nodes 1 GB / 1 GB/s = 1 s
+    groups = [_group(6, workers_per_node=2, intra_bandwidth_gbps=80.0, intra_latency_s=0.0)]
+    res = _both(_data(groups, algorithm=algorithm))
+    assert [u.time_s for u in res.updates] == pytest.approx([3.1, 6.2, 9.3])

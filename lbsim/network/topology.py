@@ -24,7 +24,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from lbsim.network.collectives import ALGORITHMS, Algorithm, Link, _ring_over, bytes_per_s
+from lbsim.network.collectives import (
+    ALGORITHMS,
+    Algorithm,
+    Link,
+    _ring_over,
+    bytes_per_s,
+    nccl_choice,
+    tree_inter_s,
+)
 
 if TYPE_CHECKING:
     from lbsim.scenario.resolve import WorkerSpec
@@ -80,10 +88,10 @@ class AllReducePlan:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown all-reduce algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
         self.topology = topology
-        self.algorithm = algorithm
         sizes = np.array(topology.node_sizes, dtype=np.int64)
         self.n = int(sizes.sum())
         self.nodes = len(sizes)
+        self.algorithm: Algorithm = nccl_choice(self.nodes) if algorithm == "nccl" else algorithm
         self.one_per_node = bool((sizes == 1).all())
         self.starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.intp)
         self.nic_bw = np.array([x.bandwidth_bytes_per_s for x in topology.nic], dtype=np.float64)
@@ -92,9 +100,14 @@ class AllReducePlan:
         self.multi_sizes = [int(g) for g in sizes[self.multi]]
         self.intra_bw = np.array([topology.intra[k].bandwidth_bytes_per_s for k in self.multi], dtype=np.float64)
         self.intra_lat = [topology.intra[k].latency_s for k in self.multi]
-        # flat ring: the hops it uses (intra links of multi-worker nodes; every NIC when >= 2 nodes)
-        lats = list(self.intra_lat) + ([x.latency_s for x in topology.nic] if self.nodes >= 2 else [])
-        self.ring_lat = max(lats) if lats else 0.0
+        # flat ring: the hops it uses, in collectives._hops order (intra links of shared nodes, then
+        # every NIC when there are >= 2 nodes), and the node whose slowdown slows each
+        hop_node = list(self.multi.tolist()) + (list(range(self.nodes)) if self.nodes >= 2 else [])
+        self.hop_node = np.array(hop_node, dtype=np.intp)
+        self.hop_bw = np.concatenate((self.intra_bw, self.nic_bw if self.nodes >= 2 else np.empty(0)))
+        hop_lat = list(self.intra_lat) + ([x.latency_s for x in topology.nic] if self.nodes >= 2 else [])
+        self.hop_lat = np.array(hop_lat, dtype=np.float64)
+        self.uniform_lat = len(set(hop_lat)) == 1
 
     def _node_factors(self, worker_factors: np.ndarray) -> np.ndarray:
         if self.one_per_node:
@@ -107,20 +120,22 @@ class AllReducePlan:
             return 0.0
         nf = self._node_factors(np.asarray(worker_factors, dtype=np.float64))
         if self.algorithm == "ring":
-            bws: list[float] = []
-            if self.multi.size:
-                bws.append(float((self.intra_bw / nf[self.multi]).min()))
-            if self.nodes >= 2:
-                bws.append(float((self.nic_bw / nf).min()))
-            return float(_ring_over(self.n, gradient_bytes, min(bws), self.ring_lat))
+            bw = self.hop_bw / nf[self.hop_node]
+            if self.uniform_lat:  # collectives.ring_step_s, classic form
+                return float(_ring_over(self.n, gradient_bytes, float(bw.min()), float(self.hop_lat[0])))
+            return float(2 * (self.n - 1) * float((self.hop_lat + gradient_bytes / self.n / bw).max()))
         rs = 0.0
         if self.multi.size:
             intra_bw = self.intra_bw / nf[self.multi]
-            for g, lat, bw in zip(self.multi_sizes, self.intra_lat, intra_bw.tolist(), strict=True):
-                rs = max(rs, (g - 1) * lat + (g - 1) / g * gradient_bytes / bw)
+            for g, lat, b in zip(self.multi_sizes, self.intra_lat, intra_bw.tolist(), strict=True):
+                rs = max(rs, (g - 1) * lat + (g - 1) / g * gradient_bytes / b)
         ar = 0.0
         if self.nodes >= 2:
-            ar = float(_ring_over(self.nodes, gradient_bytes, float((self.nic_bw / nf).min()), self.nic_lat))
+            nic_min = float((self.nic_bw / nf).min())
+            if self.algorithm == "tree":
+                ar = tree_inter_s(gradient_bytes, self.nodes, nic_min, self.nic_lat)
+            else:
+                ar = float(_ring_over(self.nodes, gradient_bytes, nic_min, self.nic_lat))
         return 2 * rs + ar
 
 

@@ -96,15 +96,16 @@ class ParameterServerConfig:
 
 @dataclass(frozen=True)
 class RingAllReduceConfig:
-    """All-reduce over nodes and links: a flat ring (T = 2(n-1) alpha + 2 (n-1)/n S / B_min) or hierarchical."""
+    """All-reduce over nodes and links: a flat ring (T = 2(n-1) alpha + 2 (n-1)/n S / B_min), hierarchical, tree or NCCL's pick."""
 
     kind: ClassVar[str] = "ring_allreduce"
     alpha_s: float = param(0.00005, "per-step latency alpha of an inter-node hop (groups may override: nic_latency_s)", ge=0)
     bandwidth_gbps: float | None = param(None, "every node's NIC bandwidth (null: each group's own; the ring runs at its "
                                                "slowest hop)", gt=0)
-    algorithm: Literal["ring", "hierarchical"] = param(
-        "ring", "ring: one flat ring over all workers; hierarchical: intra-node reduce-scatter, inter-node "
-                "all-reduce, intra-node all-gather (lbsim/network/collectives.py)")
+    algorithm: Literal["ring", "hierarchical", "tree", "nccl"] = param(
+        "ring", "ring: one flat ring over all workers; hierarchical: intra-node reduce-scatter, ring across nodes, "
+                "intra-node all-gather; tree: the same with a double binary tree across nodes; nccl: ring on <= 2 "
+                "nodes, tree on more (lbsim/network/collectives.py)")
 
 
 def network_configs() -> dict[str, type]:
