@@ -107,6 +107,9 @@ def test_compute_curve_interpolates_and_extrapolates_linearly() -> None:
     assert c.step_s(24) == pytest.approx(0.35)
     assert c.step_s(4) == pytest.approx(0.0)  # the first segment, extended
     assert c.step_s(64) == pytest.approx(0.6)  # the last segment, extended
+    assert c.step_s(1) == 0.0  # extended below 0: never a negative time
+    falling = ComputeCurve((8.0, 16.0), (0.4, 0.2))  # a non-monotone curve extended far beyond its end
+    assert falling.step_s(24) == pytest.approx(0.0) and falling.step_s(100) == 0.0
 
 
 def test_shared_node_slowdown_scales_compute_of_shared_nodes_only() -> None:

@@ -59,7 +59,10 @@ class WorkerSpec:
 
 @dataclass(frozen=True)
 class ComputeCurve:
-    """Tabulated ``t(b)``: piecewise-linear between the points, linear beyond the end segments."""
+    """Tabulated ``t(b)``: piecewise-linear between the points, linear beyond the end segments.
+
+    An end segment extended far enough may reach 0; the time is never less than 0.
+    """
 
     batches: tuple[float, ...]
     steps_s: tuple[float, ...]
@@ -68,7 +71,7 @@ class ComputeCurve:
         b, t = self.batches, self.steps_s
         i = bisect.bisect_right(b, batch) - 1
         i = min(max(i, 0), len(b) - 2)  # the end segments extend beyond the ends
-        return t[i] + (t[i + 1] - t[i]) * (batch - b[i]) / (b[i + 1] - b[i])
+        return max(0.0, t[i] + (t[i + 1] - t[i]) * (batch - b[i]) / (b[i + 1] - b[i]))
 
     def scaled(self, factor: float) -> ComputeCurve:
         return ComputeCurve(self.batches, tuple(s * factor for s in self.steps_s))

@@ -62,7 +62,7 @@ class WorkerGroup:
                                                      "t x (1 + s (k - 1)) for k workers on the node", ge=0)
     compute_curve: tuple[tuple[float, ...], ...] | None = param(
         None, "override: tabulated t(b) as [[batch, step_s], ...] (batches increasing), piecewise-linear, "
-              "extrapolated linearly beyond the ends; replaces t0_s/samples_per_s in the engines")
+              "extrapolated linearly beyond the ends (never below 0); replaces t0_s/samples_per_s in the engines")
 
     def check(self) -> None:
         if self.compute_curve is None:
