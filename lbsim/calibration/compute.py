@@ -6,7 +6,7 @@ so every batch counts alike); kept when every single-GPU row is within ``affine_
 Otherwise (overhead-bound or non-monotone curves: NCF, YOLOv3) the table of measured means,
 one point per batch. Either is written as the scenario key ``compute_curve`` (piecewise-linear,
 extrapolated linearly beyond its ends): an affine fit as its two end points, which the engines
-extrapolate to the same line. :meth:`ComputeCurve.__call__` evaluates exactly that rule.
+extrapolate to the same line (never below 0). :meth:`ComputeCurve.__call__` evaluates exactly that rule.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class ComputeCurve:
         lo_slope = (ys[1] - ys[0]) / (xs[1] - xs[0])
         hi_slope = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
         out = np.where(b < xs[0], ys[0] + (b - xs[0]) * lo_slope, out)
-        return np.where(b > xs[-1], ys[-1] + (b - xs[-1]) * hi_slope, out)
+        return np.maximum(0.0, np.where(b > xs[-1], ys[-1] + (b - xs[-1]) * hi_slope, out))
 
 
 def affine_fit(batches: np.ndarray, times: np.ndarray) -> tuple[float, float]:

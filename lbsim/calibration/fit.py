@@ -25,17 +25,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lbsim.calibration._pending import PENDING_ALGORITHMS as ALGORITHMS
 from lbsim.calibration.compute import ComputeCurve, fit_compute_curve
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.model import LinkFigures, step_s
 from lbsim.errors import InputError
+from lbsim.network.collectives import ALGORITHMS
 from lbsim.network.overlap import OverlapParams
 
 # (log10 Gbit/s intra, log10 s intra, log10 Gbit/s NIC, log10 s NIC): starting points of the fit
 STARTS = ((1.0, -4.0, 0.5, -3.0), (2.0, -5.0, 1.0, -4.0), (0.5, -2.0, 0.0, -2.0))
 GBPS_BOUNDS = (-3.0, 5.0)  # log10 Gbit/s
 LATENCY_BOUNDS = (-9.0, 0.0)  # log10 s
+# the order the fit prefers them in (module docstring): NCCL's own rule first
+PREFERENCE = ("nccl", "ring", "tree", "hierarchical")
+FIT_ORDER = tuple(a for a in PREFERENCE if a in ALGORITHMS) + tuple(a for a in ALGORITHMS if a not in PREFERENCE)
 PREFER_WITHIN = 0.02  # an algorithm listed earlier is kept if its residual is within 2 % of the best
 
 
@@ -98,7 +101,7 @@ def calibrate_rows(
     fit_placements: Sequence[tuple[int, ...]],
     gradient_bytes: int,
     *,
-    algorithms: Sequence[str] = ALGORITHMS,
+    algorithms: Sequence[str] = FIT_ORDER,
     progress: Callable[[float], None] | None = None,
 ) -> Calibration:
     """Fit t(b), then the links, overlap and collective from the fit placements' rows only."""

@@ -17,8 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lbsim.calibration._pending import allreduce_s
-from lbsim.network.collectives import Link, bytes_per_s
+from lbsim.network.collectives import Link, allreduce_s, bytes_per_s
 from lbsim.network.overlap import OverlapParams, exposed_comm_s, node_compute_factor
 
 
@@ -43,7 +42,7 @@ class LinkFigures:
 def comm_s(placement: Sequence[int], gradient_bytes: float, fig: LinkFigures) -> float:
     """One all-reduce of ``gradient_bytes`` over ``placement`` (GPUs per node)."""
     intra, inter = fig.links(len(placement))
-    return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm)
+    return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm)  # type: ignore[arg-type]
 
 
 def step_s(placement: Sequence[int], compute_s: float, gradient_bytes: float, fig: LinkFigures) -> tuple[float, float]:

@@ -86,6 +86,10 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str) 
         f"# geomean |error| of the fitted model over the fit placements' multi-GPU rows: {cal.fit_error:.2%}.",
         "# Merge into a scenario; give each group its count and workers_per_node.",
     ]
+    if not any(len(p) > 1 for p in cal.fit_placements):
+        lines.append("# WARNING: no fit placement spans two nodes: the NIC figures are not informed by the data.")
+    if not any(max(p) > 1 for p in cal.fit_placements):
+        lines.append("# WARNING: no fit placement shares a node: the intra-node figures are not informed by the data.")
     body = yaml.safe_dump(fit_data(cal, instance, max_batch), sort_keys=False, default_flow_style=None, width=120)
     return "\n".join(lines) + "\n" + body
 
