@@ -213,3 +213,31 @@ def test_out_that_is_a_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["calibrate", str(src), "--fit-placements", FIT_ARG, "--gradient-bytes", str(S), "--out",
                  str(tmp_path / "f"), "-q"]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_nodes_bigger_than_any_catalog_instance_are_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [Row((1,), 8, 0.1), Row((1,), 16, 0.2), Row((64,), 8, 0.5), Row((64,), 16, 0.6)]
+    assert rows[2].label == "64-"  # one node of 64 GPUs (not nodes of 6 and 4)
+    src = tmp_path / "m.csv"
+    src.write_text("placement,local_bsz,step_time\n" + "".join(f"{r.label},{r.local_bsz},{r.step_time_s}\n" for r in rows))
+    assert main(["calibrate", str(src), "--fit-placements", "64-", "--gradient-bytes", "1000", "--out", str(tmp_path / "o"), "-q"]) == 2
+    assert "placement: a node uses 64 GPUs" in capsys.readouterr().err
+
+
+def test_eight_gpu_nodes_need_no_assumption(tmp_path: Path) -> None:
+    """The same pipeline on 8-GPU nodes (e.g. NVLink): recovered figures, every row reproduced by the engine."""
+    fig = replace(TRUE, intra_bandwidth_gbps=1200.0, intra_latency_s=1e-5, nic_bandwidth_gbps=100.0, nic_latency_s=2e-5)
+    placements = [(1,), (8,), (4,), (1, 1), (8, 8), (1, 1, 1, 1), (8, 8, 8), (2, 8)]
+    rows = [Row(p, b, *step_s(p, t_of(b), S, fig)) for p in placements for b in BATCHES]
+    src = _write(tmp_path / "m.csv", rows)
+    out = tmp_path / "out"
+    assert main(["calibrate", str(src), "--fit-placements", "8,4,11,88,1111", "--gradient-bytes", str(S), "--out", str(out), "-q"]) == 0
+    with (out / "predictions.csv").open() as fh:
+        got = list(csv.DictReader(fh))
+    assert max(abs(float(r["relative_error"])) for r in got) < 1e-3
+    import yaml
+
+    from lbsim.scenario import catalog
+
+    instance = yaml.safe_load((out / "fit.yaml").read_text())["cluster"]["groups"][0]["instance"]
+    assert catalog.INSTANCES[instance].gpus_per_node >= 8  # a label with room for the nodes; every figure overridden

@@ -3,7 +3,7 @@
 Two input formats, both read into :class:`Row` (``placement`` = GPUs used on each node):
 
 * **CSV** (the Pollux format): columns ``placement`` (one digit per node, the GPUs used there:
-  ``"44"`` = 2 nodes × 4 GPUs), ``local_bsz`` (per-GPU batch), ``step_time`` (s per iteration)
+  ``"44"`` = 2 nodes × 4 GPUs; nodes of 10+ GPUs dash-separated: ``"16-16"``, one such node ``"16-"``), ``local_bsz`` (per-GPU batch), ``step_time`` (s per iteration)
   and optionally ``sync_time`` (s, the non-overlapped all-reduce tail). Extra columns are kept
   untouched for the predictions file.
 * **``profile.json``** of ``lbsim profile`` (the runtime's measurements of ``n`` ranks on one
@@ -49,20 +49,23 @@ class Row:
 
 
 def placement_label(placement: tuple[int, ...]) -> str:
-    return "".join(str(g) for g in placement) if all(g <= 9 for g in placement) else "-".join(map(str, placement))
+    """``(4, 4)`` -> ``"44"``; with a node of 10+ GPUs, dash-separated (``"16-16"``; one node: ``"16-"``)."""
+    if all(g <= 9 for g in placement):
+        return "".join(str(g) for g in placement)
+    return "-".join(map(str, placement)) + ("-" if len(placement) == 1 else "")
 
 
 def parse_placement(text: str, where: str) -> tuple[int, ...]:
-    """``"1212"`` -> (1, 2, 1, 2); nodes of 10+ GPUs as ``"16-16"``. Raises InputError naming ``where``."""
+    """``"1212"`` -> (1, 2, 1, 2); nodes of 10+ GPUs as ``"16-16"`` (one node: ``"16-"``). InputError at ``where``."""
     s = text.strip()
-    parts = s.split("-") if "-" in s else list(s)
+    parts = s.strip("-").split("-") if "-" in s else list(s)
     try:
         sizes = tuple(int(p) for p in parts)
     except ValueError:
         sizes = ()
     if not s or not sizes or any(g < 1 for g in sizes):
         raise InputError(where, f"bad placement {text!r}: one digit (1-9) per node, the GPUs used there, "
-                                "e.g. 44 = 2 nodes x 4 GPUs (or 16-16 for nodes of 10+ GPUs)")
+                                "e.g. 44 = 2 nodes x 4 GPUs (16-16 for nodes of 10+ GPUs, 16- for one)")
     return sizes
 
 

@@ -49,7 +49,11 @@ def role_of(row: Row, fit_placements: Sequence[tuple[int, ...]]) -> str:
 def check_instance(instance: str | None, rows: Sequence[Row]) -> str:
     biggest = max(max(r.placement) for r in rows)
     if instance is None:
-        return default_instance(biggest)
+        try:
+            return default_instance(biggest)
+        except ValueError:
+            raise InputError("placement", f"a node uses {biggest} GPUs, more than any catalog instance holds "
+                                          f"(`lbsim catalog`)") from None
     inst = catalog.INSTANCES.get(instance)
     if inst is None:
         raise InputError("--instance", f"unknown instance {instance!r}; valid: {', '.join(sorted(catalog.INSTANCES))}")
