@@ -135,6 +135,15 @@ def test_cli_writes_fit_and_simulated_predictions(tmp_path: Path) -> None:
     assert {r["role"] for r in got} == {"single", "fit", "held_out"}
     # the engine's mean iteration reproduces the generating model on every row (figures kept to 6 digits)
     assert max(abs(float(r["relative_error"])) for r in got) < 1e-4
+    # fit.yaml is a scenario fragment: with a count and workers_per_node it loads as is
+    import yaml
+
+    from lbsim.scenario.loader import scenario_from_data
+
+    data = yaml.safe_load(text)
+    data["cluster"]["groups"][0].update(count=8, workers_per_node=4)
+    scenario = scenario_from_data({**data, "workload": {**data["workload"], "global_batch": 256}})
+    assert scenario.network.algorithm == "nccl" and scenario.cluster.groups[0].shared_node_slowdown == pytest.approx(0.05)
 
 
 @pytest.mark.parametrize("case, args_or_rows, needle", [
