@@ -4,15 +4,16 @@
 2. **Shared-node slowdown** ``s``: when the fit rows carry ``sync_time`` (the non-overlapped
    tail), ``step − sync`` is the local compute of the slowest GPU, so
    ``s = argmin Σ log²((step − sync) / (t(b)·(1 + s(k_max − 1))))`` over the multi-GPU fit rows
-   (golden-section on [0, 1]); without ``sync_time`` (or with no fit placement that shares a
-   node: then 0) it is fitted with the rest.
+   (golden-section on [0, 1]); without ``sync_time`` it is fitted with the rest (and is 0 when
+   no fit placement shares a node: nothing informs it).
 3. **Links and overlap**: ``B_intra, α_intra, B_nic, α_nic, hide_share, tail_share`` by
    bounded least squares on ``log(predicted / measured)`` step time over the multi-GPU rows of
    the fit placements only, for every all-reduce algorithm in
    :data:`lbsim.network.collectives.ALGORITHMS`, from a few fixed starting points; the algorithm
    with the smallest residual is kept — or the first listed (``nccl``: NCCL's own rule, then the
    others) whose residual is within 2 % of it, as fit placements often cannot tell two forms
-   apart — so the collective is picked by the data. Bandwidths and latencies are fitted in log space (positive, scale-free).
+   apart — so the collective is picked by the data. Bandwidths and latencies are fitted in log
+   space (positive, scale-free).
 
 Nothing else is assumed about the hardware: no GPU count per node, no GPU type, no network.
 Rows of other placements are never read by the fit (``tests/test_calibration.py`` perturbs them).
