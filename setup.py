@@ -11,7 +11,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["lbsim", "lbsim.*", "simulator", "simulator.*", "runtime", "runtime.*"]),
     package_data={"lbsim.numerics": ["data/*.gz", "data/README.md"]},
-    install_requires=["numpy>=1.24", "simpy>=4.1", "pyyaml>=6.0", "rich>=13.0"],
+    install_requires=["numpy>=1.24", "scipy>=1.10", "simpy>=4.1", "pyyaml>=6.0", "rich>=13.0"],
     extras_require={
         "runtime": ["torch==2.13.0", "psutil>=5.9"],
         "plot": ["matplotlib>=3.7"],

@@ -291,6 +291,13 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
     return commands.handle(commands.validate, args, _out_dir(args, "validate"), simulate_to)
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from lbsim.calibration.command import run
+    from simulator.run import simulate
+
+    return run(args, simulate)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     return _runtime("train", args)
 
@@ -315,6 +322,8 @@ def _one_line(text: object) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lbsim.calibration.command import add_arguments as calibration_arguments
+
     p = _Parser(prog="lbsim", description="Which synchronization scheme, how much faster, on my cluster?")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -383,7 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="profile, run the runtime and the calibrated simulator, report their errors")
     runtime_args(val)
     val.add_argument("--schemes", help="comma-separated schemes to compare (default: bsp,lbbsp)")
+    val.add_argument("--repeats", type=int, default=1, metavar="K",
+                     help="repeat the whole comparison K times; report median and spread of each error (default 1)")
     val.set_defaults(func=cmd_validate)
+
+    cal = sub.add_parser("calibrate", help="fit t(b), links, overlap from measured step times; predict every row by simulation")
+    calibration_arguments(cal)
+    cal.set_defaults(func=cmd_calibrate)
 
     sub.add_parser("schemes", help="list the registered schemes and their parameters").set_defaults(func=cmd_schemes)
     cat = sub.add_parser("catalog", help="list instance types and model profiles with their sources")

@@ -28,9 +28,10 @@ def _load(args: Any, scheme: str | None) -> Any:
 def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
     from lbsim.progress import LazyProgress
     from runtime.launch import launch
+    from runtime.validate import Monotone
 
     with LazyProgress(label, enabled=None if not quiet else False) as bar:
-        launch(job, nproc, progress=bar.update)
+        launch(job, nproc, progress=Monotone(bar.update))
 
 
 def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], str], None]) -> int:
@@ -89,7 +90,7 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     from lbsim.scenario.loader import load_scenario
     from lbsim.scenario.resolve import resolve_workers
     from runtime.profile import calibration, pool
-    from runtime.validate import compare_runs, validation_report
+    from runtime.validate import compare_runs, repeat_summary, validation_report
 
     names = _scheme_list(args.schemes)
     options = options_from_args(args)
@@ -102,29 +103,44 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     if args.nproc is not None and args.nproc != n:
         server = " (the workers plus a parameter server)" if any(uses_server(s) for s in names) else ""
         raise InputError("--nproc", f"validating {', '.join(names)} needs {n} processes{server}; give --nproc {n} or leave it out")
+    repeats = int(getattr(args, "repeats", 1) or 1)
+    if repeats < 1:
+        raise InputError("--repeats", f"must be >= 1, got {repeats}")
     out = out.resolve()
+    # one set of processes for every repeat, so one progress bar over all of them
+    dirs = [out] if repeats == 1 else [out / f"repeat_{r + 1}" for r in range(repeats)]
     tasks = []
-    for name in names:  # each run bracketed by two profiles of its own (its scheme's sizing call included)
-        tasks += [Task("profile", str(out / "profile" / name / "before"), scheme=name),
-                  Task("train", str(out / "runtime" / name), scheme=name, calibrated=True),
-                  Task("profile", str(out / "profile" / name / "after"), scheme=name)]
+    for d in dirs:
+        for name in names:  # each run bracketed by two profiles of its own (its scheme's sizing call included)
+            tasks += [Task("profile", str(d / "profile" / name / "before"), scheme=name),
+                      Task("train", str(d / "runtime" / name), scheme=name, calibrated=True),
+                      Task("profile", str(d / "profile" / name / "after"), scheme=name)]
     job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options, tasks=tuple(tasks))
     _launch(job, n, "validate (runtime)", args.quiet)
-    entries, calibrations = {}, {}
-    for name in names:
-        raws = [json.loads((out / "profile" / name / when / "profile.json").read_text(encoding="utf-8"))["measurements"]
-                for when in ("before", "after")]
-        base = load_scenario(args.scenario, args.set, scheme=name)
-        cal = calibration(base, resolve_workers(base), pool(*raws))
-        write_json(out / "simulator" / name / "calibration.json", cal)
-        scenario = load_scenario(args.scenario, [*args.set, *cal["sets"]], scheme=name)
-        simulate_to(scenario, out / "simulator" / name, name)
-        entries[name] = compare_runs(out / "runtime" / name, out / "simulator" / name)
-        calibrations[name] = cal
-    report = validation_report(str(args.scenario), calibrations, entries)
-    write_json(out / "validation.json", report)
+    reports = []
+    for d in dirs:
+        entries, calibrations = {}, {}
+        for name in names:
+            raws = [json.loads((d / "profile" / name / when / "profile.json").read_text(encoding="utf-8"))["measurements"]
+                    for when in ("before", "after")]
+            base = load_scenario(args.scenario, args.set, scheme=name)
+            cal = calibration(base, resolve_workers(base), pool(*raws))
+            write_json(d / "simulator" / name / "calibration.json", cal)
+            scenario = load_scenario(args.scenario, [*args.set, *cal["sets"]], scheme=name)
+            simulate_to(scenario, d / "simulator" / name, name)
+            entries[name] = compare_runs(d / "runtime" / name, d / "simulator" / name)
+            calibrations[name] = cal
+        reports.append(validation_report(str(args.scenario), calibrations, entries))
+        write_json(d / "validation.json", reports[-1])
+    if repeats > 1:
+        summary = repeat_summary(str(args.scenario), reports)
+        write_json(out / "validation.json", summary)
     if not args.quiet:
-        print_validation(report, title=f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks")
+        title = f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks"
+        if repeats == 1:
+            print_validation(reports[0], title=title)
+        else:
+            print_repeats(summary, title=f"{title}, {repeats} repeats: median (min, max) of each error")
         print(f"results in {out}/validation.json")
     return 0
 
@@ -171,6 +187,28 @@ def print_validation(report: dict[str, Any], *, title: str) -> None:
     for name, entry in report["schemes"].items():
         table.add_row(name, *(fmt(entry) for _, fmt in TABLE))
     Console(width=max(160, Console().width), file=sys.stdout).print(table)
+
+
+def print_repeats(summary: dict[str, Any], *, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from runtime.validate import REPEAT_METRICS
+
+    table = Table(title=title)
+    table.add_column("scheme")
+    for m in REPEAT_METRICS:
+        table.add_column(m, justify="right")
+    for name, stats in summary["schemes"].items():
+        table.add_row(name, *(_stat(stats.get(m)) for m in REPEAT_METRICS))
+    Console(width=max(160, Console().width), file=sys.stdout).print(table)
+    print(summary["error_definition"])
+
+
+def _stat(st: dict[str, Any] | None) -> str:
+    if not st or st.get("median") is None:
+        return "n/a"
+    return f"{st['median']:+.1%} ({st['min']:+.1%}, {st['max']:+.1%})"
 
 
 def run_failed(err: BaseException) -> int:

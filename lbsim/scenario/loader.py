@@ -95,12 +95,34 @@ def scenario_data(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario as plain data, sections in a readable order.
 
     ``data: null`` (the default: data local and free) is left out, so scenarios without a data
-    section resolve to the same text as before the section existed.
+    section resolve to the same text as before the section existed; so are the node-and-link keys
+    (issue 13) while they hold their defaults (:data:`_LATER_DEFAULTS`).
     """
     data = to_data(scenario)
     if data.get("data") is None:
         data.pop("data", None)
+    _drop_defaults(data.get("workload"), _LATER_DEFAULTS["workload"])
+    for group in data.get("cluster", {}).get("groups", []):
+        _drop_defaults(group, _LATER_DEFAULTS["group"])
+    if data.get("network", {}).get("name") == "ring_allreduce":
+        _drop_defaults(data["network"], _LATER_DEFAULTS["ring_allreduce"])
     return {**{k: data[k] for k in _FIRST_KEYS if k in data}, **data}
+
+
+# keys added after scenarios were first written out, left out of the resolved text at their default
+_LATER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "workload": {"overlap": None},
+    "group": {"workers_per_node": 1, "nic_latency_s": None, "intra_bandwidth_gbps": None, "intra_latency_s": None,
+              "shared_node_slowdown": None, "compute_curve": None},
+    "ring_allreduce": {"algorithm": "ring"},
+}
+
+
+def _drop_defaults(section: Any, defaults: dict[str, Any]) -> None:
+    if isinstance(section, dict):
+        for key, default in defaults.items():
+            if key in section and section[key] == default:
+                del section[key]
 
 
 def dump_scenario(scenario: Scenario) -> str:
