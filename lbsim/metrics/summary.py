@@ -182,3 +182,20 @@ def time_to_target_speedups(summaries: Sequence[dict[str, Any]]) -> list[float |
         t = s.get("time_to_target_s")
         out.append(_r(base / t) if base and t else None)
     return out
+
+
+def add_speedups(summaries: Sequence[dict[str, Any]]) -> bool:
+    """A compare's speedups, in place: ``speedup_vs_first`` and, in numerics mode (the first run
+    has ``time_to_target_s``), ``speedup_time_to_target_vs_first``; returns whether numerics."""
+    for s, speedup in zip(summaries, speedups(summaries), strict=True):
+        s["speedup_vs_first"] = speedup
+    numerics = bool(summaries) and "time_to_target_s" in summaries[0]
+    if numerics:
+        for s, tta in zip(summaries, time_to_target_speedups(summaries), strict=True):
+            s["speedup_time_to_target_vs_first"] = tta
+    return numerics
+
+
+def compare_columns(summaries: Sequence[dict[str, Any]]) -> list[str]:
+    """``compare.csv``'s columns: every run's summary fields, first seen first."""
+    return list(dict.fromkeys(k for s in summaries for k in s))
