@@ -269,6 +269,12 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
         print(f"lbsim: the runtime needs the runtime extra ({err}): python3 -m pip install -e \".[runtime]\"", file=sys.stderr)
         return 1
     if command == "train":
+        from runtime.dist import launched_as_rank
+
+        if launched_as_rank():  # under torchrun: this process is one rank (torchrun started the others)
+            from runtime.worker import main as rank_main
+
+            return rank_main(_ARGV[_ARGV.index("train") + 1:])
         if args.scheme is not None:
             _check_scheme_names("--scheme", [args.scheme])
         from lbsim.scenario.loader import load_scenario
