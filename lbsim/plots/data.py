@@ -135,3 +135,29 @@ def read_sweep(path: Path) -> SweepData:
     if not meta:  # no sweep.json: every column before 'repetition' except 'run'
         factors = header[1:header.index("repetition")] if "repetition" in header else []
     return SweepData(path, str(meta.get("name") or path.name), factors, rows)
+
+
+@dataclass
+class CompareData:
+    """A compare folder: compare.csv's rows (strings) and each scheme's run, in compare.csv's order."""
+
+    path: Path
+    rows: list[dict[str, str]]
+    runs: dict[str, RunData]
+
+    def number(self, scheme: str, column: str) -> float:
+        row = next((r for r in self.rows if r.get("scheme") == scheme), {})
+        try:
+            return float(row.get(column, ""))
+        except ValueError:
+            return float("nan")
+
+
+def read_compare(path: Path) -> CompareData:
+    if not is_compare_dir(path):
+        raise InputError(str(path), "not a compare folder (needs compare.csv)")
+    _, rows = _read_rows(path / "compare.csv")
+    runs = {r["scheme"]: read_run(path / r["scheme"]) for r in rows if is_run_dir(path / r.get("scheme", ""))}
+    if not runs:
+        raise InputError(str(path), "a compare folder without run folders (one per scheme in compare.csv)")
+    return CompareData(path, rows, runs)
