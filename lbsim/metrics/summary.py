@@ -77,7 +77,8 @@ def _summarize_table(
     done = ~col["dropped"]
     n_done = int(np.count_nonzero(done))
     it_s = (col["end_s"] - col["start_s"])[done] if n_done else np.zeros(1)
-    totals = tuple(_builtin_sum(col[c]) for c in ("compute_s", "comm_s", "wait_s", "fetch_s"))
+    compute, comm, wait, fetch = (_builtin_sum(col[c]) for c in ("compute_s", "comm_s", "wait_s", "fetch_s"))
+    totals = (compute, comm, wait, fetch)
     applied = done & (col["update"] >= 0)
     stale = col["staleness"][applied] if applied.any() else np.zeros(1, dtype=int)
     barrier = 0.0
