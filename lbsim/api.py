@@ -158,11 +158,12 @@ class Comparison:
 
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002
         """Write ``out/<scheme>/`` for each run and ``out/compare.csv``, as ``lbsim compare --out out``."""
-        from lbsim.metrics.summary import compare_columns
+        from lbsim.metrics.summary import add_speedups, compare_columns
         from lbsim.metrics.writers import atomic_write_text, csv_text
 
         folder = Path(out)
-        summaries = [r.summary for r in self.runs.values()]
+        summaries = [dict(r.summary) for r in self.runs.values()]
+        add_speedups(summaries)
         for name, run in self.runs.items():
             run.save(folder / name, format=format)
         columns = compare_columns(summaries)
@@ -190,8 +191,9 @@ def compare(scenario: str | Path | Scenario, schemes: Sequence[str], *,
         raise InputError("schemes", f"give distinct scheme names, got {names}")
     scenarios = {n: _scenario(scenario, n, overrides) for n in names}  # all validated before any runs
     runs = {n: simulate(sc) for n, sc in scenarios.items()}
-    add_speedups([r.summary for r in runs.values()])
-    return Comparison(_summary_frame([r.summary for r in runs.values()]), runs)
+    rows = [dict(r.summary) for r in runs.values()]  # each run's summary stays as its summary.json
+    add_speedups(rows)
+    return Comparison(_summary_frame(rows), runs)
 
 
 @dataclass

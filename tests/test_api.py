@@ -72,7 +72,8 @@ def test_compare_matches_the_cli_compare_folder(tmp_path: Path) -> None:
     assert api.table["speedup_vs_first"].iloc[0] == 1.0
     pd.testing.assert_frame_equal(loaded.runs["asp"].updates, api.runs["asp"].updates, check_exact=True)
     saved = api.save(tmp_path / "api")
-    assert (saved / "compare.csv").read_bytes() == (out / "compare.csv").read_bytes()
+    for name in ("compare.csv", "bsp/summary.json", "asp/summary.json", "asp/iterations.csv"):
+        assert (saved / name).read_bytes() == (out / name).read_bytes(), name
 
 
 def _expected_kind(name: str, column: str) -> str | None:
