@@ -11,7 +11,8 @@ on the updates track. Phases of zero length are left out.
 
 Counter tracks (``"ph": "C"``, one value per worker, emitted only when it changes): ``batch``
 (the worker's mini-batch) and, given each worker's nominal ``t(b) = t0 + b / X``, ``slowdown``
-= ``compute_s / t(b)`` (observed: contention times jitter, rounded to 0.01). With a parameter
+= ``compute_s / t(b)`` (observed: contention times jitter, rounded to 0.01; a new value only
+when it moves by more than 5%, so per-iteration jitter does not add an event per iteration). With a parameter
 server (``apply_each_s``, the server's time per gradient), a second process "parameter server"
 holds an ``apply`` track: each update's gradients applied serially, ``gradients x apply_each_s``
 ending at the update's time (never before the previous one ends).
@@ -65,8 +66,9 @@ def chrome_trace(
         events.append({"ph": "M", "pid": _PID, "tid": w + 1, "name": "thread_sort_index", "args": {"sort_index": w}})
     last: dict[tuple[str, int], float] = {}
 
-    def counter(name: str, w: int, ts: float, value: float) -> None:
-        if last.get((name, w)) != value:
+    def counter(name: str, w: int, ts: float, value: float, rel: float = 0.0) -> None:
+        prev = last.get((name, w))
+        if prev is None or abs(value - prev) > rel * abs(prev):
             last[(name, w)] = value
             events.append({"name": f"{name} w{w}", "ph": "C", "pid": _PID, "tid": w + 1, "ts": ts, "args": {name: value}})
 
@@ -74,7 +76,7 @@ def chrome_trace(
         t = r.start_s
         counter("batch", r.worker, _us(t), r.batch)
         if r.worker < len(nominal_compute_s) and r.compute_s > 0:
-            counter("slowdown", r.worker, _us(t), round(r.compute_s / nominal_compute_s[r.worker](r.batch), 2))
+            counter("slowdown", r.worker, _us(t), round(r.compute_s / nominal_compute_s[r.worker](r.batch), 2), 0.05)
         args = {"iteration": r.iteration, "batch": r.batch, "update": r.update, "staleness": r.staleness}
         if r.dropped:
             args["dropped"] = True
