@@ -175,3 +175,23 @@ def test_resumed_sweep_under_another_version_says_so(tmp_path: Path, monkeypatch
     assert isinstance(swp, lbsim.api.Sweep) and list(swp.results["scheme"]) == ["bsp", "asp"]
     every = swp.table("updates")
     assert set(every["scheme"]) == {"bsp", "asp"} and every["time_s"].dtype == float
+
+
+def test_progress_covers_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's progress bar goes on while the files are written, naming each one."""
+    import lbsim.progress
+
+    seen: list[tuple[float, str]] = []
+
+    class Recorder(lbsim.progress.LazyProgress):
+        def update(self, fraction: float, description: str | None = None) -> None:
+            super().update(fraction, description)
+            seen.append((fraction, self.label))
+
+    monkeypatch.setattr(lbsim.progress, "LazyProgress", Recorder)
+    assert cli("run", str(EC2), *SHORT, "--out", str(tmp_path / "r"), "--format", "parquet", "--trace", "gz", "-q") == 0
+    labels = [label for _, label in seen]
+    assert labels[0] == "bsp: simulate"
+    assert labels[-3:] == ["bsp: write iterations.parquet", "bsp: write updates.parquet", "bsp: write trace"]
+    fractions = [f for f, _ in seen]
+    assert fractions == sorted(fractions) and fractions[-1] < 1.0
