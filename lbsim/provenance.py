@@ -1,15 +1,14 @@
 """Which lbsim made a result: versions (stable) and the invocation (volatile), kept apart.
 
 Every run folder holds ``provenance.json``: lbsim's version, the Python version and the versions
-of the libraries that shape results (numpy, simpy, polars, pandas, torch where loaded). It is
+of the libraries that shape results (numpy, simpy, polars, pandas, torch for the runtime). It is
 byte-identical across reruns with the same versions, so "same scenario + seed => byte-identical
 files" still holds for every file of a run folder but one: ``invocation.json`` (the command
 line, the UTC time, the host), which differs on every run and is left out of that comparison
 (docs/api.md, "Provenance"). A sweep's ``sweep.json`` lists every lbsim version that wrote into
 it; a sweep resumed under another version says so on stderr.
 
-Pure apart from reading version strings; never imports an engine (``sys.modules`` tells whether
-torch or simpy was loaded by the caller).
+Pure apart from reading version strings (package metadata); never imports an engine.
 """
 
 from __future__ import annotations
@@ -36,8 +35,12 @@ def _version(dist: str) -> str | None:
 
 
 def provenance(engine: str | None = None) -> dict[str, Any]:
-    """The stable record: lbsim, Python and library versions (``None`` for one not installed)."""
-    libs = {name: _version(name) for name in LIBRARIES if name != "torch" or "torch" in sys.modules}
+    """The stable record: lbsim, Python and library versions (``None`` for one not installed).
+
+    torch is listed for the runtime engine only: what else the process happened to import (a
+    test suite, a notebook) never changes the record.
+    """
+    libs = {name: _version(name) for name in LIBRARIES if name != "torch" or engine == "runtime"}
     out: dict[str, Any] = {"lbsim_version": lbsim.__version__}
     if engine is not None:
         out["engine"] = engine

@@ -195,3 +195,16 @@ def test_progress_covers_writing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert labels[-3:] == ["bsp: write iterations.parquet", "bsp: write updates.parquet", "bsp: write trace"]
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and fractions[-1] < 1.0
+
+
+def test_provenance_does_not_depend_on_what_else_is_imported() -> None:
+    """A simulator run's record is the same whether or not the process has loaded torch (e.g. a
+    Dask worker thread in a process that also ran the runtime)."""
+    import subprocess
+    import sys
+
+    code = ("import json, sys; {pre}from lbsim.provenance import provenance; "
+            "print(json.dumps(provenance('simulator'), sort_keys=True))")
+    outs = [subprocess.run([sys.executable, "-c", code.format(pre=pre)], cwd=REPO, capture_output=True, text=True,
+                           check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout for pre in ("", "import torch; ")]
+    assert outs[0] == outs[1] and "torch" not in json.loads(outs[0])["libraries"]
