@@ -329,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def format_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--format", choices=FORMATS, default="csv",
-                        help="table format of iterations, updates, decisions, numerics (default csv; parquet: typed, ~6x smaller)")
+                        help="table format of iterations, updates, decisions, numerics (default csv; parquet: typed, ~9x smaller)")
 
     run = sub.add_parser("run", help="simulate one scenario under one scheme")
     scenario_args(run)
@@ -337,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     format_arg(run)
     run.add_argument("--trace", nargs="?", const="json", choices=("json", "gz"),
                      help="also write the worker timelines for Perfetto / chrome://tracing: trace.json, or with "
-                          "--trace gz trace.json.gz (gzip, ~10x smaller: for big runs)")
+                          "--trace gz trace.json.gz (gzip, ~8x smaller: for big runs)")
     run.add_argument("--plots", action="store_true", help="also write the run's figures (PNG, SVG) into DIR/plots/")
     run.set_defaults(func=cmd_run)
 
