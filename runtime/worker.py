@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         dist.destroy_process_group()
 
     _run()
-    if env["rank"] == 0:
+    if env["rank"] == 0 and not args.quiet:
         print(f"results in {out}/")
     return 0
 

@@ -276,3 +276,16 @@ def test_random_node_layouts_match_the_event_path(layout, algorithm, hide, seed)
     data = to_data(sc)
     data["workload"]["overlap"] = {"hide_share": hide, "tail_share": 0.1}
     check(scenario_from_data(data))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 1000, 70_000])
+def test_column_sum_is_the_builtin_sum_bit_for_bit(n: int) -> None:
+    """The summary's column totals are ``sum`` over the values in record order, exactly."""
+    from lbsim.metrics.summary import _builtin_sum
+
+    rng = np.random.default_rng(n)
+    values = rng.lognormal(0.0, 3.0, n) * rng.choice([1e-6, 1.0, 1e6], n)
+    if n:
+        values[0] = -0.0
+    got, want = _builtin_sum(values), sum(values.tolist())
+    assert got == want and type(got) is type(want) and str(got) == str(want)
