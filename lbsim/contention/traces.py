@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_TRACE_ROWS
 
 PAI_COLUMNS = ("worker", "gpu", "time", "batch_time_norm")
 CLUSTER_COLUMNS = ("cpu_util_percent", "mem_util_percent", "net_in", "net_out", "disk_io_percent")
@@ -66,9 +67,15 @@ def _read(path: str | Path) -> tuple[list[str], list[_Row]]:
         with opener(p, "rt", encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f)
             for row in reader:
+                if len(row) > 64:  # no trace format has more than 5 columns
+                    raise InputError(name, f"line {reader.line_num}: {len(row)} fields, more than any trace format has")
                 cells = [c.strip() for c in row]
                 if any(cells):
                     rows.append((reader.line_num, cells))
+                    if len(rows) > MAX_TRACE_ROWS + 1:  # the header and the rows; checked while reading
+                        raise InputError(name, f"more than {MAX_TRACE_ROWS} data rows, the bound for a trace file")
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - only I/O, gzip/zlib, decoding and csv run here
         kind = "gzip-compressed CSV" if opener is gzip.open else "UTF-8 CSV text"
         raise InputError(name, f"cannot read file as {kind}: {exc}") from None

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_HISTORY
 from lbsim.scenario.contention import Workers
 from lbsim.scenario.fields import param
 
@@ -27,7 +28,7 @@ class NumericsConfig:
     enabled: bool = param(False, "train a real model in the simulation (time-to-accuracy); off = throughput only")
     dataset: Literal["digits", "breast_cancer"] = param("digits", "bundled dataset (UCI, shipped with lbsim)")
     model: Literal["softmax", "mlp"] = param("softmax", "softmax regression or a one-hidden-layer MLP (numpy)")
-    hidden: int = param(64, "mlp: hidden units", gt=0)
+    hidden: int = param(64, "mlp: hidden units", gt=0, le=MAX_HISTORY)
     learning_rate: float = param(0.1, "SGD learning rate (applied to the aggregated or pushed gradient)", gt=0)
     momentum: float = param(0.0, "SGD momentum, kept where updates are applied (server or aggregator)", ge=0)
     schedule: Literal["constant", "step", "cosine"] = param("constant", "learning-rate schedule over global updates")

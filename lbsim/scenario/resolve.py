@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_WORKERS
 from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.sections import ParameterServerConfig
@@ -45,6 +46,12 @@ def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     model = scenario.workload.model
     if model not in catalog.MODELS:
         raise InputError("workload.model", f"unknown model {model!r}; valid: {', '.join(catalog.model_names())}")
+    total = 0
+    for g, group in enumerate(scenario.cluster.groups):  # the size is checked before any worker exists
+        total += group.count
+        if total > MAX_WORKERS:
+            raise InputError(f"cluster.groups[{g}].count", f"{group.count} brings the cluster to {total} workers, "
+                             f"more than the bound of {MAX_WORKERS}")
     workers: list[WorkerSpec] = []
     for g, group in enumerate(scenario.cluster.groups):
         path = f"cluster.groups[{g}]"

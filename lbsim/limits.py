@@ -1,0 +1,75 @@
+"""Bounds on what a user controls that costs memory or time, and a repr that never builds a large value.
+
+Every bound is checked *before* the work it guards (parsing, materialising workers, expanding a
+sweep, allocating a history), and a value past it is an :class:`~lbsim.errors.InputError` naming
+the key, the value and the bound (exit 2). The bounds are far above any real scenario (the largest
+shipped or benchmarked ones: a 3 KB file, 1,024 workers, a 425 KB trace), and low enough that a
+refused input is refused in well under a second and a few MB:
+
+* a scenario or sweep file: at most ``MAX_YAML_BYTES``; a ``--set`` value at most ``MAX_SET_CHARS``;
+* YAML structure: at most ``MAX_YAML_NODES`` nodes *after* alias expansion (an "anchor bomb" of
+  ``k`` levels of ``n`` aliases is ``n**k`` nodes while its text is tiny), nesting at most
+  ``MAX_YAML_DEPTH`` deep (checked while composing, so no RecursionError);
+* any list in a configuration section: at most ``MAX_LIST_ITEMS`` items;
+* the cluster: at most ``MAX_WORKERS`` workers in all, summed over the groups' ``count`` before
+  any worker exists;
+* a scheme's history or window lengths: at most ``MAX_HISTORY`` (per-field ``le=`` bounds);
+* a sweep: at most ``MAX_SWEEP_RUNS`` runs (points x repetitions), counted before expansion;
+* a trace file: at most ``MAX_TRACE_ROWS`` data rows.
+
+:func:`short_repr` is the repr used in error messages: it stops after ``limit`` characters however
+large (or self-similar, as an alias bomb is) the value is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_YAML_BYTES = 128 * 1024
+MAX_SET_CHARS = 16 * 1024
+MAX_YAML_NODES = 100_000
+MAX_YAML_DEPTH = 64
+MAX_LIST_ITEMS = 10_000
+MAX_WORKERS = 16_384
+MAX_HISTORY = 10_000
+MAX_SWEEP_RUNS = 10_000
+MAX_TRACE_ROWS = 500_000
+
+
+def short_repr(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, built piece by piece: the cost is O(limit), not O(value)."""
+    parts: list[str] = []
+    size = 0
+
+    def emit(text: str) -> bool:
+        nonlocal size
+        parts.append(text)
+        size += len(text)
+        return size <= limit
+
+    def walk(v: Any, depth: int) -> bool:
+        if isinstance(v, (list, tuple, dict)) and depth < 32:
+            if isinstance(v, dict):
+                opener, closer, items = "{", "}", list(v.items())[: limit + 1] if len(v) > limit else list(v.items())
+            else:
+                opener, closer = ("[", "]") if isinstance(v, list) else ("(", ")")
+                items = v[: limit + 1]
+            if not emit(opener):
+                return False
+            for i, item in enumerate(items):
+                if i and not emit(", "):
+                    return False
+                if isinstance(v, dict):
+                    key, val = item
+                    if not (walk(key, depth + 1) and emit(": ") and walk(val, depth + 1)):
+                        return False
+                elif not walk(item, depth + 1):
+                    return False
+            return emit(closer)
+        if isinstance(v, str) and len(v) > limit:
+            v = v[: limit + 1]
+        return emit(repr(v) if depth < 32 else "...")
+
+    walk(value, 0)
+    text = "".join(parts)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
