@@ -110,11 +110,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         from lbsim.plots.style import matplotlib_figure_class
 
         matplotlib_figure_class()  # missing matplotlib is reported before anything runs
-    summary = _run_one(scenario, out, name, trace=args.trace)
-    if args.plots:
-        from lbsim.plots import plot_dir
+    from lbsim.run_folder import staged_run
 
-        plot_dir(out)
+    with staged_run(out) as stage:  # the folder holds this whole run, or the previous one
+        summary = _run_one(scenario, stage, name, trace=args.trace)
+        if args.plots:
+            from lbsim.plots import plot_dir
+
+            plot_dir(stage)
     if not args.quiet:
         _table([summary], f"{scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
         print(f"results in {out}/")
@@ -122,7 +125,6 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lbsim.metrics.summary import speedups, time_to_target_speedups
     from lbsim.metrics.writers import atomic_write_text, csv_text
     from lbsim.scenario.loader import load_scenario
 
@@ -143,23 +145,40 @@ def cmd_compare(args: argparse.Namespace) -> int:
                 if str(plain) == str(err):
                     raise err from None
             raise InputError(err.path, f"{err.message} (with scheme {n} from --schemes)") from None
+    from lbsim.run_folder import staged_run
+
     out = _out_dir(args, "compare")
-    summaries = [_run_one(sc, out / n, n) for sc, n in zip(scenarios, names, strict=True)]
-    for s, speedup in zip(summaries, speedups(summaries), strict=True):
-        s["speedup_vs_first"] = speedup
-    extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),)
-    if "time_to_target_s" in summaries[0]:  # numerics mode: which scheme reaches the target accuracy first
-        for s, speedup in zip(summaries, time_to_target_speedups(summaries), strict=True):
-            s["speedup_time_to_target_vs_first"] = speedup
-        extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
-                  ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
-    columns = list(dict.fromkeys(k for s in summaries for k in s))  # every scheme's fields, first seen first
-    atomic_write_text(out / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
+    with staged_run(out) as stage:  # every scheme's run and compare.csv, swapped in together
+        summaries = _compare_runs(stage, scenarios, names)
+        columns = list(dict.fromkeys(k for s in summaries for k in s))  # every scheme's fields, first seen first
+        atomic_write_text(stage / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
+    extra = _compare_columns(summaries, names)
     if not args.quiet:
         _table(summaries, f"{scenarios[0].name or args.scenario} — same scenario and seed {summaries[0]['seed']}",
                extra=extra)
         print(f"results in {out}/compare.csv")
     return 0
+
+
+def _compare_runs(stage: Path, scenarios: Sequence[Any], names: Sequence[str]) -> list[dict[str, Any]]:
+    """Run every scheme into ``stage/<scheme>``; the summaries with the speedups against the first."""
+    from lbsim.metrics.summary import speedups, time_to_target_speedups
+
+    summaries = [_run_one(sc, stage / n, n) for sc, n in zip(scenarios, names, strict=True)]
+    for s, speedup in zip(summaries, speedups(summaries), strict=True):
+        s["speedup_vs_first"] = speedup
+    if "time_to_target_s" in summaries[0]:  # numerics mode: which scheme reaches the target accuracy first
+        for s, speedup in zip(summaries, time_to_target_speedups(summaries), strict=True):
+            s["speedup_time_to_target_vs_first"] = speedup
+    return summaries
+
+
+def _compare_columns(summaries: Sequence[dict[str, Any]], names: Sequence[str]) -> tuple[tuple[str, str, str], ...]:
+    extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),)
+    if "time_to_target_s" in summaries[0]:
+        extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
+                  ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
+    return extra
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.run_folder import staged_run
 from runtime.config import check_runnable, uses_server, world_size
 from runtime.worker import Job, Task, options_from_args
 
@@ -37,10 +38,14 @@ def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], s
     scenario = _load(args, args.scheme)
     options = options_from_args(args)
     n = check_runnable(scenario, options, nproc=args.nproc)
-    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
-              tasks=(Task("train", str(out.resolve()), scheme=args.scheme),))
-    _launch(job, n, f"runtime {scenario.scheme.kind}", args.quiet)
-    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    from runtime.launch import RuntimeFailure
+
+    # a crashed rank's run is still one complete record (failure.json, the rounds before it): swapped in too
+    with staged_run(out, keep_on=(RuntimeFailure,)) as stage:
+        job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+                  tasks=(Task("train", str(stage), scheme=args.scheme),))
+        _launch(job, n, f"runtime {scenario.scheme.kind}", args.quiet)
+        summary = json.loads((stage / "summary.json").read_text(encoding="utf-8"))
     if not args.quiet:
         summary_table([summary], f"{scenario.name or args.scenario} — runtime, {n} ranks ({options.backend}, "
                                  f"{options.contention} contention)")
@@ -52,10 +57,11 @@ def profile(args: Any, out: Path) -> int:
     scenario = _load(args, None)
     options = options_from_args(args)
     n = _check_profile(scenario, options, args.nproc)
-    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
-              tasks=(Task("profile", str(out.resolve())),))
-    _launch(job, n, "profile", args.quiet)
-    cal = json.loads((out / "profile.json").read_text(encoding="utf-8"))
+    with staged_run(out) as stage:
+        job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+                  tasks=(Task("profile", str(stage)),))
+        _launch(job, n, "profile", args.quiet)
+        cal = json.loads((stage / "profile.json").read_text(encoding="utf-8"))
     if not args.quiet:
         print_calibration(cal)
         print(f"calibration in {out}/calibration.yaml (merged: {out}/scenario.calibrated.yaml)")
@@ -85,12 +91,6 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     with the figures measured just before it, the simulator with both profiles pooled, so a machine
     whose speed drifts during the run (other tenants) is not counted as simulator error.
     """
-    from lbsim.metrics.writers import write_json
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_workers
-    from runtime.profile import calibration, pool
-    from runtime.validate import compare_runs, validation_report
-
     names = _scheme_list(args.schemes)
     options = options_from_args(args)
     n = 0
@@ -102,7 +102,22 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     if args.nproc is not None and args.nproc != n:
         server = " (the workers plus a parameter server)" if any(uses_server(s) for s in names) else ""
         raise InputError("--nproc", f"validating {', '.join(names)} needs {n} processes{server}; give --nproc {n} or leave it out")
-    out = out.resolve()
+    with staged_run(out) as stage:  # the whole validation (profiles, runs, report) is swapped in at the end
+        report = _validate_into(stage, args, names, options, n, simulate_to)
+    if not args.quiet:
+        print_validation(report, title=f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks")
+        print(f"results in {out}/validation.json")
+    return 0
+
+
+def _validate_into(out: Path, args: Any, names: list[str], options: Any, n: int,
+                   simulate_to: Callable[[Any, Path, str], dict[str, Any]]) -> dict[str, Any]:
+    from lbsim.metrics.writers import write_json
+    from lbsim.scenario.loader import load_scenario
+    from lbsim.scenario.resolve import resolve_workers
+    from runtime.profile import calibration, pool
+    from runtime.validate import compare_runs, validation_report
+
     tasks = []
     for name in names:  # each run bracketed by two profiles of its own (its scheme's sizing call included)
         tasks += [Task("profile", str(out / "profile" / name / "before"), scheme=name),
@@ -123,10 +138,7 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
         calibrations[name] = cal
     report = validation_report(str(args.scenario), calibrations, entries)
     write_json(out / "validation.json", report)
-    if not args.quiet:
-        print_validation(report, title=f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks")
-        print(f"results in {out}/validation.json")
-    return 0
+    return report
 
 
 def _scheme_list(text: str | None) -> list[str]:

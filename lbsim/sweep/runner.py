@@ -26,8 +26,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -35,6 +34,7 @@ from typing import Any
 
 from lbsim.errors import InputError
 from lbsim.metrics.writers import atomic_write_text, csv_text, json_text
+from lbsim.run_folder import folder_lock
 from lbsim.sweep.backends import Backend
 from lbsim.sweep.expand import Sweep
 from lbsim.sweep.worker import Engine, execute_run
@@ -161,24 +161,6 @@ class _Results:
         self.cost_s = self.last - now
 
 
-@contextmanager
-def _lock(out: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock
-        yield
-        return
-    fh = open(out / ".lock", "w")  # noqa: SIM115 — held for the whole sweep
-    try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise InputError("--out", f"another lbsim sweep is writing to {out}; wait for it or use another --out") from None
-        yield
-    finally:
-        fh.close()
-
-
 def run_sweep(
     sweep: Sweep,
     out: Path,
@@ -193,9 +175,12 @@ def run_sweep(
     (``total`` counts the runs this invocation has to do).
     """
     runs_dir = out / RUNS
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError("--out", f"cannot create {runs_dir}: {err.strerror or err}") from None
     run_ids = sweep.run_ids()
-    with _lock(out):
+    with folder_lock(out / ".lock", out, what="sweep"):
         _clean(out, runs_dir, run_ids)
         atomic_write_text(out / "sweep.json", sweep_json(sweep))
         summaries = {r: s for r in run_ids if (s := _finished(runs_dir, r)) is not None}
