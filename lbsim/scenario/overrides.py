@@ -120,7 +120,7 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     key, sep, raw = text.partition("=")
     key = key.strip()
     if len(text) > MAX_SET_CHARS:
-        raise InputError(f"--set {short_repr(key, 40)}", f"{len(text)} characters, more than the bound of {MAX_SET_CHARS}")
+        raise InputError(f"--set {key if len(key) <= 40 else key[:37] + '...'}", f"{len(text)} characters, more than the bound of {MAX_SET_CHARS}")
     if not sep or not key or any(not part.strip() for part in key.split(".")):
         raise InputError("--set", f"expected KEY=VALUE with a dotted key (e.g. scheme.staleness=2), got {short_repr(text)}")
     try:
