@@ -49,11 +49,13 @@ def short_repr(value: Any, limit: int = 60) -> str:
 
     def walk(v: Any, depth: int) -> bool:
         if isinstance(v, (list, tuple, dict)) and depth < 32:
+            items: list[Any]
             if isinstance(v, dict):
-                opener, closer, items = "{", "}", list(v.items())[: limit + 1] if len(v) > limit else list(v.items())
+                opener, closer = "{", "}"
+                items = [kv for _, kv in zip(range(limit + 1), v.items(), strict=False)]
             else:
                 opener, closer = ("[", "]") if isinstance(v, list) else ("(", ")")
-                items = v[: limit + 1]
+                items = list(v[: limit + 1])
             if not emit(opener):
                 return False
             for i, item in enumerate(items):

@@ -1,6 +1,8 @@
 """Writing a run's results: the output contract of product.md, every file atomic.
 
-``DIR/scenario.resolved.yaml`` is written first (so a failed run still says what it ran), then
+The commands write into a staging folder that replaces the run folder only when the run is
+complete (:mod:`lbsim.run_folder`), so a run folder never mixes two runs.
+``DIR/scenario.resolved.yaml`` is written first (so a failed runtime run still says what it ran), then
 ``DIR/iterations.csv``, ``DIR/updates.csv`` and, for schemes that log their decisions,
 ``DIR/decisions.csv`` (e.g. ElasticBSP's supersteps), in numerics mode ``DIR/numerics.csv``
 (held-out loss and accuracy against update count and simulated time), and ``DIR/summary.json`` last: a summary's

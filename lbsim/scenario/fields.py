@@ -58,9 +58,9 @@ def _join(path: str, key: str | int) -> str:
 
 def _key_text(key: Any) -> str:
     """A mapping key as it appears in a key path: plain if it is a simple word, else its repr."""
-    if isinstance(key, str) and key and key.isprintable() and not any(c.isspace() for c in key):
+    if isinstance(key, str) and key and len(key) <= 60 and key.isprintable() and not any(c.isspace() for c in key):
         return key
-    return repr(key)
+    return short_repr(key)
 
 
 def _did_you_mean(word: Any, choices: Iterable[str]) -> str:

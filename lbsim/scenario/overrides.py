@@ -47,7 +47,7 @@ def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = 
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (a key may appear once per mapping)", key_node.start_mark
+                None, None, f"duplicate key {short_repr(key)} (a key may appear once per mapping)", key_node.start_mark
             )
         seen[key] = True
     return loader.construct_mapping(node, deep=deep)
@@ -141,7 +141,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
             last = depth == len(parts) - 1
             if isinstance(node, list):
                 if not part.isdigit():
-                    raise InputError(f"--set {where}", f"{part!r} is not a list index; valid: 0..{len(node) - 1} (the list has {len(node)} items)")
+                    raise InputError(f"--set {where}", f"{short_repr(part)} is not a list index; valid: 0..{len(node) - 1} (the list has {len(node)} items)")
                 if int(part) >= len(node):
                     raise InputError(f"--set {where}", f"list index out of range; valid: 0..{len(node) - 1} (the list has {len(node)} items)")
                 index: Any = int(part)
@@ -149,7 +149,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
                 index = part
             else:
                 parent = ".".join(parts[:depth]) or "(top level)"
-                raise InputError(f"--set {where}", f"{parent} is {type(node).__name__} {short_repr(node)}, not a mapping or list; it has no key {part!r}")
+                raise InputError(f"--set {where}", f"{parent} is {type(node).__name__} {short_repr(node)}, not a mapping or list; it has no key {short_repr(part)}")
             if last:
                 node[index] = value
             else:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lbsim.errors import InputError
-from lbsim.limits import MAX_WORKERS
+from lbsim.limits import MAX_WORKERS, short_repr
 from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.sections import ParameterServerConfig
@@ -45,7 +45,7 @@ class WorkerSpec:
 def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     model = scenario.workload.model
     if model not in catalog.MODELS:
-        raise InputError("workload.model", f"unknown model {model!r}; valid: {', '.join(catalog.model_names())}")
+        raise InputError("workload.model", f"unknown model {short_repr(model)}; valid: {', '.join(catalog.model_names())}")
     total = 0
     for g, group in enumerate(scenario.cluster.groups):  # the size is checked before any worker exists
         total += group.count
@@ -57,7 +57,7 @@ def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
         path = f"cluster.groups[{g}]"
         inst = catalog.INSTANCES.get(group.instance)
         if inst is None:
-            raise InputError(f"{path}.instance", f"unknown instance type {group.instance!r}; valid: {', '.join(catalog.instance_names())}")
+            raise InputError(f"{path}.instance", f"unknown instance type {short_repr(group.instance)}; valid: {', '.join(catalog.instance_names())}")
         perf = catalog.performance(model, group.instance)
         if perf is None and (group.samples_per_s is None or group.max_batch is None):
             raise InputError(
@@ -93,7 +93,7 @@ def select_workers(selector: str | tuple[int | str, ...], workers: tuple[WorkerS
             match = [w.index for w in workers if w.instance == item]
             if not match:
                 present = sorted({w.instance for w in workers})
-                raise InputError(f"{path}[{i}]", f"no worker of instance type {item!r}; the cluster has: {', '.join(present)}")
+                raise InputError(f"{path}[{i}]", f"no worker of instance type {short_repr(item)}; the cluster has: {', '.join(present)}")
             chosen.extend(match)
     return tuple(sorted(set(chosen)))
 

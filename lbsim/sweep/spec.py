@@ -70,7 +70,7 @@ def value_label(value: Any) -> str:
 
 def _key(key: Any, where: str) -> str:
     if not isinstance(key, str) or not key.strip() or any(not p.strip() for p in key.split(".")):
-        raise InputError(where, f"expected a dotted scenario key (e.g. contention.1.slowdown), got {key!r}")
+        raise InputError(where, f"expected a dotted scenario key (e.g. contention.1.slowdown), got {short_repr(key)}")
     return ".".join(p.strip() for p in key.split("."))
 
 
@@ -109,7 +109,7 @@ def _factor(name: Any, spec: Any, where: str) -> Factor:
         return Factor(where, (key,), tuple(Level((value_label(v),), ((key, v),)) for v in values))
     if isinstance(spec, Mapping):  # name: {label: {dotted.key: value, ...}, ...}
         if not isinstance(name, str) or not name.strip():
-            raise InputError(where, f"a factor name must be a non-empty string, got {name!r}")
+            raise InputError(where, f"a factor name must be a non-empty string, got {short_repr(name)}")
         if not spec:
             raise InputError(where, "a factor with named levels needs at least one level (label: {dotted.key: value})")
         levels = []
