@@ -8,7 +8,8 @@ refused input is refused in well under a second and a few MB:
 
 * a scenario or sweep file: at most ``MAX_YAML_BYTES``; a ``--set`` value at most ``MAX_SET_CHARS``;
 * YAML structure: at most ``MAX_YAML_NODES`` nodes *after* alias expansion (an "anchor bomb" of
-  ``k`` levels of ``n`` aliases is ``n**k`` nodes while its text is tiny), nesting at most
+  ``k`` levels of ``n`` aliases is ``n**k`` nodes while its text is tiny) -- and the scenario with
+  all its ``--set`` values together no more (:func:`exceeds_values`) --, nesting at most
   ``MAX_YAML_DEPTH`` deep (checked while composing, so no RecursionError);
 * any list in a configuration section: at most ``MAX_LIST_ITEMS`` items;
 * the cluster: at most ``MAX_WORKERS`` workers in all, summed over the groups' ``count`` before
@@ -34,6 +35,26 @@ MAX_WORKERS = 16_384
 MAX_HISTORY = 10_000
 MAX_SWEEP_RUNS = 10_000
 MAX_TRACE_ROWS = 500_000
+
+
+def exceeds_values(data: Any, bound: int = MAX_YAML_NODES) -> bool:
+    """Whether plain ``data`` holds more than ``bound`` values (shared parts counted each time they appear).
+
+    Walks at most ``bound + 1`` values, so it is cheap however large (or self-similar) ``data`` is.
+    """
+    count = 0
+    stack = [data]
+    while stack:
+        v = stack.pop()
+        count += 1
+        if count > bound:
+            return True
+        if isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return False
 
 
 def short_repr(value: Any, limit: int = 60) -> str:

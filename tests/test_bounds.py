@@ -220,3 +220,10 @@ def test_short_repr_is_bounded_for_self_similar_values() -> None:
     assert len(text) == 60 and text.startswith("[[[[") and text.endswith("...")
     assert short_repr({"a": 1}) == "{'a': 1}" and short_repr("ab") == "'ab'" and short_repr((1, 2)) == "(1, 2)"
     assert short_repr("y" * 10_000, 20) == "'" + "y" * 16 + "..."
+
+
+def test_many_set_values_together_past_the_value_bound(tmp_path: Path) -> None:
+    f = _write(tmp_path / "s.yaml", SMALL)
+    chunk = "[" + ", ".join(["&a [1, 2, 3, 4, 5, 6, 7, 8, 9]"] + ["*a"] * 900) + "]"  # ~9,000 values in 5 KB
+    sets = [a for i in range(12) for a in ("--set", f"description{i}={chunk}")]
+    assert_refused(tmp_path, ["run", str(f), *sets, "--out", "out"], "--set", "more than 100000 values")

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from lbsim.errors import InputError
-from lbsim.limits import MAX_YAML_BYTES
+from lbsim.limits import MAX_YAML_BYTES, MAX_YAML_NODES, exceeds_values
 from lbsim.scenario.contention import TraceContention
 from lbsim.scenario.fields import parse, to_data
 from lbsim.scenario.overrides import apply_overrides, parse_yaml, yaml_error_text
@@ -80,6 +80,8 @@ def load_scenario(
     if scheme is not None:
         data = with_scheme(data, scheme)
     data = apply_overrides(data, overrides)
+    if overrides and exceeds_values(data):  # each --set value is bounded; many of them together too
+        raise InputError("--set", f"the scenario with its overrides holds more than {MAX_YAML_NODES} values, the bound")
     return scenario_from_data(data, base_dir=Path(path).resolve().parent)
 
 
