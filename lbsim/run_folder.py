@@ -26,6 +26,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -135,19 +136,19 @@ def swap_in(stage: Path, out: Path) -> None:
 
 
 def _recover(out: Path) -> None:
-    """Remove what a killed run into ``out`` left; restore the previous run if a kill split the swap."""
-    parent, prefix = out.parent, f".{out.name}."
-    leftovers = [p for p in parent.glob(f"{glob_escape(prefix)}*") if p.name.endswith((".tmp", ".prev")) and p.is_dir()]
+    """Remove what a killed run into ``out`` left; restore the previous run if a kill split the swap.
+
+    Only names made for ``out`` match (``.OUT.<8 random characters>.tmp|prev``): a folder ``OUT.2``
+    beside it has its own.
+    """
+    mine = re.compile(rf"\.{re.escape(out.name)}\.[a-z0-9_]{{8}}\.(tmp|prev)")
+    leftovers = [p for p in out.parent.iterdir() if mine.fullmatch(p.name) and p.is_dir() and not p.is_symlink()]
     prevs = sorted((p for p in leftovers if p.name.endswith(".prev")), key=lambda p: p.stat().st_mtime)
     if not out.exists() and prevs:
         os.rename(prevs[-1], out)
         leftovers.remove(prevs[-1])
     for p in leftovers:
         shutil.rmtree(p, ignore_errors=True)
-
-
-def glob_escape(text: str) -> str:
-    return "".join(f"[{c}]" if c in "*?[" else c for c in text)
 
 
 @contextlib.contextmanager
@@ -160,6 +161,8 @@ def staged_run(out: Path, *, keep_on: tuple[type[BaseException], ...] = ()) -> I
     ``keep_on`` (a failed run whose folder is still its complete record): then it is swapped in too.
     """
     out = Path(os.path.abspath(out))
+    if out.is_symlink():  # the folder it points to is the one replaced
+        out = Path(os.path.realpath(out))
     check_replaceable(out)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)

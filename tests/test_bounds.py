@@ -227,3 +227,13 @@ def test_many_set_values_together_past_the_value_bound(tmp_path: Path) -> None:
     chunk = "[" + ", ".join(["&a [1, 2, 3, 4, 5, 6, 7, 8, 9]"] + ["*a"] * 900) + "]"  # ~9,000 values in 5 KB
     sets = [a for i in range(12) for a in ("--set", f"description{i}={chunk}")]
     assert_refused(tmp_path, ["run", str(f), *sets, "--out", "out"], "--set", "more than 100000 values")
+
+
+def test_sweep_and_plot_out_that_cannot_be_created(tmp_path: Path) -> None:
+    _write(tmp_path / "s.yaml", SMALL)
+    sweep = _write(tmp_path / "sw.yaml", "base: s.yaml\nfactors:\n  seed: [1, 2]\n")
+    assert_refused(tmp_path, ["sweep", str(sweep), "--out", "/proc/lbsim-no/sweep", "-q"], "--out", "cannot create")
+    run = tmp_path / "run"
+    rc, err, _peak = lbsim(["run", str(tmp_path / "s.yaml"), "--out", str(run), "-q"], tmp_path)
+    assert rc == 0, err
+    assert_refused(tmp_path, ["plot", str(run), "--out", "/proc/lbsim-no/plots", "-q"], "--out", "cannot write figures")

@@ -122,7 +122,7 @@ def test_swap_without_renameat2_and_recovery_from_a_split_swap(tmp_path: Path, m
         assert (out / "summary.json").read_text(encoding="utf-8") == content
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
     # a kill between the two renames: the previous run sits in .run.<random>.prev and run is gone
-    os.rename(out, tmp_path / ".run.x1y2.prev")
+    os.rename(out, tmp_path / ".run.x1y2z3w4.prev")
     with pytest.raises(RuntimeError), staged_run(out):
         raise RuntimeError("the new run fails")
     assert (out / "summary.json").read_text(encoding="utf-8") == "second"
@@ -154,3 +154,13 @@ def test_only_empty_or_lbsim_folders_are_replaced(tmp_path: Path) -> None:
     (tmp_path / "file").write_text("x", encoding="utf-8")
     with pytest.raises(InputError, match="not a directory"):
         check_replaceable(tmp_path / "file")
+
+
+def test_a_run_leaves_the_staging_folder_of_a_neighbour_alone(tmp_path: Path) -> None:
+    neighbour = tmp_path / ".run.2.abcd1234.tmp"  # a run into run.2 in progress (or killed): not ours
+    neighbour.mkdir()
+    stale = tmp_path / ".run.abcd1234.tmp"  # ours, left by a killed run
+    stale.mkdir()
+    with staged_run(tmp_path / "run") as stage:
+        (stage / "summary.json").write_text("{}", encoding="utf-8")
+    assert neighbour.exists() and not stale.exists()
