@@ -149,7 +149,7 @@ def test_history_length_of_a_billion(tmp_path: Path, scheme: str, key: str) -> N
 def test_nesting_thousands_deep(tmp_path: Path, style: str) -> None:
     deep = "[" * 3000 + "]" * 3000 if style == "flow" else "\n  " + "- " * 3000 + "x"  # compact nested sequences
     f = _write(tmp_path / "s.yaml", SMALL + f"description: {deep}\n")
-    assert_refused(tmp_path, ["run", str(f), "--out", "out"], "s.yaml", "nested more than 64 levels deep")
+    assert_refused(tmp_path, ["run", str(f), "--out", "out"], "s.yaml", "nested more than 64 levels deep under description")
 
 
 def test_integer_of_thousands_of_digits(tmp_path: Path) -> None:

@@ -24,17 +24,22 @@ class _StrictLoader(yaml.SafeLoader):
 
     def __init__(self, stream: str) -> None:
         super().__init__(stream)
-        self.depth = 0
+        self.path: list[str] = []  # where the composer is: mapping keys and list indices
 
     def compose_node(self, parent: Any, index: Any) -> Any:
-        self.depth += 1
+        if isinstance(index, yaml.ScalarNode):  # a mapping's value, under this key
+            segment = index.value if len(index.value) <= 40 else index.value[:37] + "..."
+            self.path.append(f".{segment}" if any(self.path) else segment)
+        else:  # a list item (an int) or a mapping key being read (None)
+            self.path.append(f"[{index}]" if isinstance(index, int) else "")
         try:
-            if self.depth > MAX_YAML_DEPTH:
+            if len(self.path) > MAX_YAML_DEPTH + 1:  # the document itself is the first level
                 mark = self.peek_event().start_mark
-                raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", mark)
+                where = "".join(self.path[:6]) + ("..." if len(self.path) > 6 else "")
+                raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_YAML_DEPTH} levels deep under {where}", mark)
             return super().compose_node(parent, index)
         finally:
-            self.depth -= 1
+            self.path.pop()
 
 
 def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
