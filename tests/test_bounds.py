@@ -237,3 +237,14 @@ def test_sweep_and_plot_out_that_cannot_be_created(tmp_path: Path) -> None:
     rc, err, _peak = lbsim(["run", str(tmp_path / "s.yaml"), "--out", str(run), "-q"], tmp_path)
     assert rc == 0, err
     assert_refused(tmp_path, ["plot", str(run), "--out", "/proc/lbsim-no/plots", "-q"], "--out", "cannot write figures")
+
+
+@pytest.mark.parametrize(("option", "expected"), [(["--threads", "100000"], "--threads: must be >= 1 and <= 1024"),
+                                                  (["--model", "mlp", "--hidden", "100000000"], "--hidden: must be > 0 and <= 10000")])
+def test_runtime_options_are_bounded(tmp_path: Path, option: list[str], expected: str) -> None:
+    """--threads 100000 segfaulted a rank (exit 1); an MLP of 10^8 hidden units would not fit."""
+    pytest.importorskip("torch")
+    f = _write(tmp_path / "s.yaml", SMALL.replace("{instance: g4dn.xlarge, count: 2}, {instance: p3.2xlarge, count: 1}",
+                                                  "{instance: c5.xlarge, count: 2, samples_per_s: 1000, max_batch: 512}")
+               .replace("parameter_server", "ring_allreduce").replace("bsp", "static"))
+    assert_refused(tmp_path, ["train", str(f), *option, "--out", "out"], expected)
