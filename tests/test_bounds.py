@@ -189,13 +189,20 @@ def test_trace_row_naming_a_worker_outside_the_cluster(tmp_path: Path) -> None:
     assert_refused(tmp_path, ["run", str(f), "--out", "out"], "contention[0].path", "worker 7", "workers 0..2")
 
 
-def test_trace_with_too_many_rows(tmp_path: Path) -> None:
-    from lbsim.limits import MAX_TRACE_ROWS
+def test_trace_with_too_many_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Checked while reading (in-process, with the bound lowered to 50 rows so the file stays small)."""
+    import lbsim.contention.traces as traces
+    from lbsim.cli import main
 
-    rows = "".join(f"{i},0,1.5\n" for i in range(MAX_TRACE_ROWS + 1))
-    _write(tmp_path / "t.csv", "time_s,worker,slowdown\n" + rows)
+    monkeypatch.setattr(traces, "MAX_TRACE_ROWS", 50)
+    _write(tmp_path / "t.csv", "time_s,worker,slowdown\n" + "".join(f"{i},0,1.5\n" for i in range(51)))
     f = _write(tmp_path / "s.yaml", SMALL + "contention: [{name: trace, path: t.csv}]\n")
-    assert_refused(tmp_path, ["run", str(f), "--out", "out"], "contention[0].path", str(MAX_TRACE_ROWS))
+    before = _files(tmp_path)
+    assert main(["run", str(f), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "contention[0].path" in err and "more than 50 data rows" in err
+    assert _files(tmp_path) == before
 
 
 def test_set_value_too_long(tmp_path: Path) -> None:
