@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_JOBS
 
 SUMMARY_COLUMNS = (
     ("scheme", "scheme", "{}"),
@@ -188,8 +189,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from lbsim.sweep.runner import run_sweep
     from simulator.run import simulate
 
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError("-j", f"expected a number of worker processes >= 1, got {args.jobs}")
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError("-j", f"expected a number of worker processes >= 1 and <= {MAX_JOBS}, got {args.jobs}")
     if args.jobs is not None and args.scheduler:
         raise InputError("-j", "with --scheduler the Dask cluster's workers run the sweep; drop -j")
     sweep = load_sweep(args.sweep, args.set)  # every point is loaded and checked before anything runs

@@ -16,7 +16,8 @@ refused input is refused in well under a second and a few MB:
   any worker exists;
 * a scheme's history or window lengths: at most ``MAX_HISTORY`` (per-field ``le=`` bounds);
 * a sweep: at most ``MAX_SWEEP_RUNS`` runs (points x repetitions), counted before expansion;
-* a trace file: at most ``MAX_TRACE_ROWS`` data rows.
+* a trace file: at most ``MAX_TRACE_ROWS`` data rows;
+* ``lbsim sweep -j``: at most ``MAX_JOBS`` local worker processes.
 
 :func:`short_repr` is the repr used in error messages: it stops after ``limit`` characters however
 large (or self-similar, as an alias bomb is) the value is.
@@ -35,6 +36,7 @@ MAX_WORKERS = 16_384
 MAX_HISTORY = 10_000
 MAX_SWEEP_RUNS = 10_000
 MAX_TRACE_ROWS = 500_000
+MAX_JOBS = 256
 
 
 def exceeds_values(data: Any, bound: int = MAX_YAML_NODES) -> bool:

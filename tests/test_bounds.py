@@ -255,3 +255,16 @@ def test_runtime_options_are_bounded(tmp_path: Path, option: list[str], expected
                                                   "{instance: c5.xlarge, count: 2, samples_per_s: 1000, max_batch: 512}")
                .replace("parameter_server", "ring_allreduce").replace("bsp", "static"))
     assert_refused(tmp_path, ["train", str(f), *option, "--out", "out"], expected)
+
+
+def test_sweep_jobs_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from lbsim.cli import main
+    from lbsim.limits import MAX_JOBS
+
+    _write(tmp_path / "s.yaml", SMALL)
+    sweep = _write(tmp_path / "sw.yaml", "base: s.yaml\nfactors:\n  seed: [1, 2]\n")
+    before = _files(tmp_path)
+    assert main(["sweep", str(sweep), "-j", "100000", "--out", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"-j: expected a number of worker processes >= 1 and <= {MAX_JOBS}, got 100000" in err
+    assert _files(tmp_path) == before
