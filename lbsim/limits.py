@@ -14,6 +14,9 @@ refused input is refused in well under a second and a few MB:
 * any list in a configuration section: at most ``MAX_LIST_ITEMS`` items;
 * the cluster: at most ``MAX_WORKERS`` workers in all, summed over the groups' ``count`` before
   any worker exists;
+* a run's length: ``workload.updates`` may plan at most ``MAX_WORKER_ITERATIONS`` recorded
+  worker-iterations (updates x workers for synchronous schemes, updates for asynchronous ones;
+  about 3x the largest benchmarked run, a few GB of records); a time budget is not bounded;
 * a scheme's history or window lengths: at most ``MAX_HISTORY`` (per-field ``le=`` bounds);
 * a sweep: at most ``MAX_SWEEP_RUNS`` runs (points x repetitions), counted before expansion;
 * a trace file: at most ``MAX_TRACE_ROWS`` data rows;
@@ -33,6 +36,7 @@ MAX_YAML_NODES = 100_000
 MAX_YAML_DEPTH = 64
 MAX_LIST_ITEMS = 10_000
 MAX_WORKERS = 16_384
+MAX_WORKER_ITERATIONS = 2**25
 MAX_HISTORY = 10_000
 MAX_SWEEP_RUNS = 10_000
 MAX_TRACE_ROWS = 500_000

@@ -102,7 +102,7 @@ def scenario_texts(draw: st.DrawFn) -> str:
     return text
 
 
-class _Hang(Exception):
+class _Hang(BaseException):  # not an Exception: lbsim's own "internal error" handler must not swallow it
     pass
 
 

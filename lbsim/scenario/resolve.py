@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lbsim.errors import InputError
-from lbsim.limits import MAX_WORKERS, short_repr
+from lbsim.limits import MAX_WORKER_ITERATIONS, MAX_WORKERS, short_repr
 from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.sections import ParameterServerConfig
@@ -112,6 +112,12 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
             "(sum of max_batch over workers)",
         )
     cls: Any = scheme_class(scenario.scheme.kind)  # type: ignore[attr-defined]
+    updates = scenario.workload.updates
+    planned = None if updates is None else updates * (len(workers) if cls.synchronous else 1)
+    if planned is not None and planned > MAX_WORKER_ITERATIONS:  # every worker-iteration is recorded in memory
+        per = f" x {len(workers)} workers" if cls.synchronous else ""
+        raise InputError("workload.updates", f"{updates} updates{per} plan {planned} worker-iterations, more than the "
+                         f"bound of {MAX_WORKER_ITERATIONS} (each is recorded in memory)")
     needs_ps = not cls.synchronous or getattr(scenario.scheme, "backup_workers", 0) > 0
     if needs_ps and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not cls.synchronous else "scheme.backup_workers"
