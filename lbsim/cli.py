@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 
 from lbsim import __version__
 from lbsim.errors import InputError
+from lbsim.limits import MAX_JOBS
 from lbsim.metrics.writers import FORMATS
 
 SUMMARY_COLUMNS = (
@@ -128,11 +129,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         from lbsim.plots.style import matplotlib_figure_class
 
         matplotlib_figure_class()  # missing matplotlib is reported before anything runs
-    summary = _run_one(scenario, out, name, trace=args.trace, fmt=args.format)
-    if args.plots:
-        from lbsim.plots import plot_dir
+    from lbsim.run_folder import staged_run
 
-        plot_dir(out)
+    with staged_run(out) as stage:  # the folder holds this whole run, or the previous one
+        summary = _run_one(scenario, stage, name, trace=args.trace, fmt=args.format)
+        if args.plots:
+            from lbsim.plots import plot_dir
+
+            plot_dir(stage)
     if not args.quiet:
         _table([summary], f"{scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
         print(f"results in {out}/")
@@ -142,6 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     from lbsim.metrics.summary import add_speedups, compare_columns
     from lbsim.metrics.writers import atomic_write_text, csv_text
+    from lbsim.run_folder import staged_run
     from lbsim.scenario.loader import load_scenario
 
     names = [s.strip() for s in args.schemes.split(",") if s.strip()]
@@ -163,13 +168,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise InputError(err.path, f"{err.message} (with scheme {n} from --schemes)") from None
     _check_equal_work(scenarios, names)
     out = _out_dir(args, "compare")
-    summaries = [_run_one(sc, out / n, n, fmt=args.format) for sc, n in zip(scenarios, names, strict=True)]
-    extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),)
-    if add_speedups(summaries):  # numerics mode: which scheme reaches the target accuracy first
-        extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
-                  ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
-    columns = compare_columns(summaries)
-    atomic_write_text(out / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
+    with staged_run(out) as stage:  # every scheme's run and compare.csv, swapped in together
+        summaries = [_run_one(sc, stage / n, n, fmt=args.format) for sc, n in zip(scenarios, names, strict=True)]
+        extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),)
+        if add_speedups(summaries):  # numerics mode: which scheme reaches the target accuracy first
+            extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
+                      ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
+        columns = compare_columns(summaries)
+        atomic_write_text(stage / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
     if not args.quiet:
         _table(summaries, f"{scenarios[0].name or args.scenario} — same scenario and seed {summaries[0]['seed']}",
                extra=extra)
@@ -202,8 +208,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from lbsim.sweep.runner import run_sweep
     from simulator.run import simulate
 
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError("-j", f"expected a number of worker processes >= 1, got {args.jobs}")
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError("-j", f"expected a number of worker processes >= 1 and <= {MAX_JOBS}, got {args.jobs}")
     if args.jobs is not None and args.scheduler:
         raise InputError("-j", "with --scheduler the Dask cluster's workers run the sweep; drop -j")
     sweep = load_sweep(args.sweep, args.set)  # every point is loaded and checked before anything runs

@@ -1,5 +1,7 @@
 """Writing a run's results: the output contract of product.md, every file atomic.
 
+The commands write into a staging folder that replaces the run folder only when the run is
+complete (:mod:`lbsim.run_folder`), so a run folder never mixes two runs.
 ``DIR/scenario.resolved.yaml`` is written first (so a failed run still says what it ran), then
 the tables in the chosen format (:data:`lbsim.metrics.writers.FORMATS`: ``.csv`` or
 ``.parquet``): ``iterations``, ``updates`` and, for schemes that log their decisions,

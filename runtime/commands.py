@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.run_folder import staged_run
 from runtime.config import check_runnable, uses_server, world_size
 from runtime.worker import Job, Task, options_from_args
 
@@ -38,10 +39,14 @@ def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], s
     scenario = _load(args, args.scheme)
     options = options_from_args(args)
     n = check_runnable(scenario, options, nproc=args.nproc)
-    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
-              tasks=(Task("train", str(out.resolve()), scheme=args.scheme),))
-    _launch(job, n, f"runtime {scenario.scheme.kind}", args.quiet)
-    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    from runtime.launch import RuntimeFailure
+
+    # a crashed rank's run is still one complete record (failure.json, the rounds before it): swapped in too
+    with staged_run(out, keep_on=(RuntimeFailure,)) as stage:
+        job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+                  tasks=(Task("train", str(stage), scheme=args.scheme),))
+        _launch(job, n, f"runtime {scenario.scheme.kind}", args.quiet)
+        summary = json.loads((stage / "summary.json").read_text(encoding="utf-8"))
     if not args.quiet:
         summary_table([summary], f"{scenario.name or args.scenario} — runtime, {n} ranks ({options.backend}, "
                                  f"{options.contention} contention)")
@@ -53,10 +58,11 @@ def profile(args: Any, out: Path) -> int:
     scenario = _load(args, None)
     options = options_from_args(args)
     n = _check_profile(scenario, options, args.nproc)
-    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
-              tasks=(Task("profile", str(out.resolve())),))
-    _launch(job, n, "profile", args.quiet)
-    cal = json.loads((out / "profile.json").read_text(encoding="utf-8"))
+    with staged_run(out) as stage:
+        job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+                  tasks=(Task("profile", str(stage)),))
+        _launch(job, n, "profile", args.quiet)
+        cal = json.loads((stage / "profile.json").read_text(encoding="utf-8"))
     if not args.quiet:
         print_calibration(cal)
         print(f"calibration in {out}/calibration.yaml (merged: {out}/scenario.calibrated.yaml)")
@@ -86,12 +92,6 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     with the figures measured just before it, the simulator with both profiles pooled, so a machine
     whose speed drifts during the run (other tenants) is not counted as simulator error.
     """
-    from lbsim.metrics.writers import write_json
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_workers
-    from runtime.profile import calibration, pool
-    from runtime.validate import compare_runs, repeat_summary, validation_report
-
     names = _scheme_list(args.schemes)
     options = options_from_args(args)
     n = 0
@@ -106,7 +106,28 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     repeats = int(getattr(args, "repeats", 1) or 1)
     if repeats < 1:
         raise InputError("--repeats", f"must be >= 1, got {repeats}")
-    out = out.resolve()
+    with staged_run(out) as stage:  # the whole validation (profiles, runs, reports) is swapped in at the end
+        reports, summary = _validate_into(stage.resolve(), args, names, options, n, simulate_to, repeats)
+    if not args.quiet:
+        title = f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks"
+        if summary is None:
+            print_validation(reports[0], title=title)
+        else:
+            print_repeats(summary, title=f"{title}, {repeats} repeats: median (min, max) of each error")
+        print(f"results in {out}/validation.json")
+    return 0
+
+
+def _validate_into(out: Path, args: Any, names: list[str], options: Any, n: int,
+                   simulate_to: Callable[[Any, Path, str], dict[str, Any]],
+                   repeats: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Run the validation into ``out``; each repeat's reports, and their summary when ``repeats > 1``."""
+    from lbsim.metrics.writers import write_json
+    from lbsim.scenario.loader import load_scenario
+    from lbsim.scenario.resolve import resolve_workers
+    from runtime.profile import calibration, pool
+    from runtime.validate import compare_runs, repeat_summary, validation_report
+
     # one set of processes for every repeat, so one progress bar over all of them
     dirs = [out] if repeats == 1 else [out / f"repeat_{r + 1}" for r in range(repeats)]
     tasks = []
@@ -132,17 +153,11 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
             calibrations[name] = cal
         reports.append(validation_report(str(args.scenario), calibrations, entries))
         write_json(d / "validation.json", reports[-1])
+    summary = None
     if repeats > 1:
         summary = repeat_summary(str(args.scenario), reports)
         write_json(out / "validation.json", summary)
-    if not args.quiet:
-        title = f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks"
-        if repeats == 1:
-            print_validation(reports[0], title=title)
-        else:
-            print_repeats(summary, title=f"{title}, {repeats} repeats: median (min, max) of each error")
-        print(f"results in {out}/validation.json")
-    return 0
+    return reports, summary
 
 
 def _scheme_list(text: str | None) -> list[str]:

@@ -63,4 +63,9 @@ def plot_dir(path: str | Path, *, out: str | Path | None = None, timeline_s: flo
     if timeline_s <= 0:
         raise InputError("--timeline-s", f"must be > 0, got {timeline_s:g}")
     figs = figures_for(p, timeline_s=timeline_s, x=x)
-    return save_figures(figs, Path(out) if out is not None else p / PLOTS)
+    target = Path(out) if out is not None else p / PLOTS
+    try:  # a folder that cannot be written is the user's mistake (exit 2), found before any figure is saved
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError("--out" if out is not None else str(path), f"cannot write figures to {target}: {err.strerror or err}") from None
+    return save_figures(figs, target)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_YAML_BYTES, MAX_YAML_NODES, exceeds_values
 from lbsim.scenario.contention import TraceContention
 from lbsim.scenario.fields import parse, to_data
 from lbsim.scenario.overrides import apply_overrides, parse_yaml, yaml_error_text
@@ -23,10 +24,21 @@ from lbsim.scenario.resolve import check_scenario
 from lbsim.scenario.schema import Scenario
 
 
+def check_yaml_size(path: str | Path) -> None:
+    """A YAML input file larger than ``MAX_YAML_BYTES`` is refused before it is read."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return  # reading it reports the problem
+    if size > MAX_YAML_BYTES:
+        raise InputError(str(path), f"the file is {size} bytes, more than the bound of {MAX_YAML_BYTES} for a YAML input")
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise InputError(str(path), "scenario file not found")
+    check_yaml_size(p)
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
@@ -68,6 +80,8 @@ def load_scenario(
     if scheme is not None:
         data = with_scheme(data, scheme)
     data = apply_overrides(data, overrides)
+    if overrides and exceeds_values(data):  # each --set value is bounded; many of them together too
+        raise InputError("--set", f"the scenario with its overrides holds more than {MAX_YAML_NODES} values, the bound")
     return scenario_from_data(data, base_dir=Path(path).resolve().parent)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_WORKER_ITERATIONS, MAX_WORKERS, short_repr
 from lbsim.network.overlap import OverlapParams, node_compute_factor
 from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
@@ -80,13 +81,19 @@ class ComputeCurve:
 def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     model = scenario.workload.model
     if model not in catalog.MODELS:
-        raise InputError("workload.model", f"unknown model {model!r}; valid: {', '.join(catalog.model_names())}")
+        raise InputError("workload.model", f"unknown model {short_repr(model)}; valid: {', '.join(catalog.model_names())}")
+    total = 0
+    for g, group in enumerate(scenario.cluster.groups):  # the size is checked before any worker exists
+        total += group.count
+        if total > MAX_WORKERS:
+            raise InputError(f"cluster.groups[{g}].count", f"{group.count} brings the cluster to {total} workers, "
+                             f"more than the bound of {MAX_WORKERS}")
     workers: list[WorkerSpec] = []
     for g, group in enumerate(scenario.cluster.groups):
         path = f"cluster.groups[{g}]"
         inst = catalog.INSTANCES.get(group.instance)
         if inst is None:
-            raise InputError(f"{path}.instance", f"unknown instance type {group.instance!r}; valid: {', '.join(catalog.instance_names())}")
+            raise InputError(f"{path}.instance", f"unknown instance type {short_repr(group.instance)}; valid: {', '.join(catalog.instance_names())}")
         perf = catalog.performance(model, group.instance)
         if perf is None and (group.samples_per_s is None or group.max_batch is None):
             raise InputError(
@@ -159,7 +166,7 @@ def select_workers(selector: str | tuple[int | str, ...], workers: tuple[WorkerS
             match = [w.index for w in workers if w.instance == item]
             if not match:
                 present = sorted({w.instance for w in workers})
-                raise InputError(f"{path}[{i}]", f"no worker of instance type {item!r}; the cluster has: {', '.join(present)}")
+                raise InputError(f"{path}[{i}]", f"no worker of instance type {short_repr(item)}; the cluster has: {', '.join(present)}")
             chosen.extend(match)
     return tuple(sorted(set(chosen)))
 
@@ -178,6 +185,12 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
             "(sum of max_batch over workers)",
         )
     cls: Any = scheme_class(scenario.scheme.kind)  # type: ignore[attr-defined]
+    updates = scenario.workload.updates
+    planned = None if updates is None else updates * (len(workers) if cls.synchronous else 1)
+    if planned is not None and planned > MAX_WORKER_ITERATIONS:  # every worker-iteration is recorded in memory
+        per = f" x {len(workers)} workers" if cls.synchronous else ""
+        raise InputError("workload.updates", f"{updates} updates{per} plan {planned} worker-iterations, more than the "
+                         f"bound of {MAX_WORKER_ITERATIONS} (each is recorded in memory)")
     needs_ps = not cls.synchronous or getattr(scenario.scheme, "backup_workers", 0) > 0
     if needs_ps and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not cls.synchronous else "scheme.backup_workers"

@@ -27,8 +27,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -38,6 +37,7 @@ from lbsim import __version__
 from lbsim.errors import InputError
 from lbsim.metrics.writers import Format, atomic_write_bytes, atomic_write_text, csv_text, json_text
 from lbsim.provenance import provenance
+from lbsim.run_folder import folder_lock
 from lbsim.sweep.backends import Backend
 from lbsim.sweep.expand import Sweep
 from lbsim.sweep.worker import Engine, execute_run
@@ -174,24 +174,6 @@ class _Results:
         self.cost_s = self.last - now
 
 
-@contextmanager
-def _lock(out: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock
-        yield
-        return
-    fh = open(out / ".lock", "w")  # noqa: SIM115 — held for the whole sweep
-    try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise InputError("--out", f"another lbsim sweep is writing to {out}; wait for it or use another --out") from None
-        yield
-    finally:
-        fh.close()
-
-
 def run_sweep(
     sweep: Sweep,
     out: Path,
@@ -208,9 +190,12 @@ def run_sweep(
     ``report.earlier_versions`` lists the other lbsim versions that already ran in ``out``.
     """
     runs_dir = out / RUNS
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError("--out", f"cannot create {runs_dir}: {err.strerror or err}") from None
     run_ids = sweep.run_ids()
-    with _lock(out):
+    with folder_lock(out / ".lock", out, what="sweep"):
         _clean(out, runs_dir, run_ids)
         versions = previous_versions(out)
         earlier = [v for v in versions if v != __version__]
