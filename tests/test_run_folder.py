@@ -66,7 +66,7 @@ def test_compare_replaces_its_folder_whole(tmp_path: Path) -> None:
 
 def _start_long_run(f: Path, out: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "lbsim", "run", str(f), "--out", str(out), "-q",
-                             "--set", "workload.updates=100000000"],
+                             "--set", "workload.updates=10000000"],
                             cwd=f.parent, env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
