@@ -17,8 +17,8 @@ all-reduce is ``2(n−1)`` steps (reduce-scatter, then all-gather); in each step
 
     T_ring = 2(n−1) · max_h (α_h + S / (n B_h))
 
-(+ fill, below) over the hops the ring uses: the intra link of every node with ``g_k ≥ 2`` (its ``g_k − 1``
-inside hops) and, when ``N ≥ 2``, the NIC of every node (exactly one ring hop leaves each node,
+(+ fill, below) over the hops the ring uses: the intra link of every node with ``g_k ≥ 2`` (its
+``g_k − 1`` inside hops) and, when ``N ≥ 2``, the NIC of every node (exactly one ring hop leaves each node,
 so a NIC carries one hop's traffic). When every hop has the same latency α (one rank per node:
 only NICs) this is the classic α–β ring ``2(n−1)α + 2(n−1)/n · S / B_min``, and it is computed
 in that form, with those floating-point operations. One node: only intra hops.
@@ -60,8 +60,9 @@ chunk-times after the first: ``fill = (D − 1) · φ · S / B_bott`` with φ = 
 infinitely fine pipelining, the classic formulas; 1 — store-and-forward: each stage waits for the
 whole message, so the phases add). ``D`` = ``2(n−1)`` ring steps (``ring``), ``2(g_max−1) + 2(N−1)``
 (``hierarchical``), ``2(h + d)`` (``tree``). φ is a property of the software stack (NCCL chunk and
-DDP bucket sizes, protocol): ``lbsim calibrate`` fits it from the fit placements (the two-node and
-one-node rings, whose step counts differ, pin it down).
+DDP bucket sizes, protocol), not of the hardware: ``lbsim calibrate`` does not fit it (small fit
+placements cannot tell it) but takes NCCL's 512 KiB step over DDP's 25 MiB bucket, 0.02
+(:data:`lbsim.calibration.fit.DEFAULT_CHUNK_SHARE`), or ``--chunk-share``.
 
 **NCCL** (``algorithm="nccl"``): NCCL's own choice between the two — the flat ring on one or two
 nodes (NCCL ≥ 2.4 uses no trees there), the tree on three or more. Measured sync tails (Pollux
