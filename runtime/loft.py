@@ -65,7 +65,7 @@ from lbsim.numerics.byzantine import DEFAULT_SCALE, corrupt
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
 from lbsim.rng import stream
 from lbsim.scenario.data import resolve_data
-from lbsim.scenario.resolve import select_workers
+from lbsim.scenario.workers import select_workers
 from lbsim.schemes.base import LocalityAware
 from runtime.dist import CollectiveError, Comm
 from runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's

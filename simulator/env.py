@@ -21,8 +21,10 @@ from lbsim.metrics.records import IterationLog, IterationRecord, RecordLog, Upda
 from lbsim.metrics.run_end import stop_reached
 from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.data import resolve_data
-from lbsim.scenario.resolve import WorkerSpec, gradient_bytes
+from lbsim.scenario.resolve import gradient_bytes
 from lbsim.scenario.schema import Scenario
+from lbsim.scenario.workers import WorkerSpec
+from lbsim.schemes.base import Scheme
 
 
 class SimEnv(simpy.Environment):
@@ -31,7 +33,7 @@ class SimEnv(simpy.Environment):
         scenario: Scenario,
         workers: tuple[WorkerSpec, ...],
         contention: list[WorkerContention],
-        scheme: Any,
+        scheme: Scheme,
         progress: Callable[[float], None] | None = None,
     ) -> None:
         super().__init__()

@@ -47,7 +47,7 @@ from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES
 from lbsim.network.overlap import exposed_comm_s
 from lbsim.scenario.resolve import overlap_params
 from lbsim.scenario.sections import RingAllReduceConfig
-from lbsim.schemes.base import RoundObservation, WorkerColumns
+from lbsim.schemes.base import RoundObservation, WorkerColumns, as_sync
 from simulator.env import SimEnv
 from simulator.network import allreduce_plan
 
@@ -136,7 +136,7 @@ class FastSync:
         if reason is not None:
             raise ValueError(f"the synchronous fast path does not apply: {reason}")
         self.env = env
-        self.scheme = env.scheme
+        self.scheme = as_sync(env.scheme)
         ws = env.workers
         self.n = len(ws)
         self.t0 = np.array([w.t0_s for w in ws], dtype=np.float64)

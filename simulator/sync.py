@@ -37,7 +37,7 @@ from lbsim.metrics.run_end import cut_row
 from lbsim.network.overlap import exposed_comm_s
 from lbsim.scenario.resolve import overlap_params
 from lbsim.scenario.sections import ParameterServerConfig
-from lbsim.schemes.base import RoundObservation, WorkerObservation
+from lbsim.schemes.base import RoundObservation, WorkerObservation, as_sync
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
 from simulator.network import ParameterServer, allreduce_plan, ring_allreduce_s
@@ -66,7 +66,7 @@ class Round:
 class SyncDriver:
     def __init__(self, env: SimEnv) -> None:
         self.env = env
-        self.scheme = env.scheme
+        self.scheme = as_sync(env.scheme)
         net = env.scenario.network
         self.ps = ParameterServer(env, net) if isinstance(net, ParameterServerConfig) else None
         self.plan = allreduce_plan(env, net) if self.ps is None else None  # type: ignore[arg-type]

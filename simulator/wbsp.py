@@ -64,7 +64,7 @@ from typing import Any
 import simpy
 
 from lbsim.network.parameter_server import link_s
-from lbsim.schemes.base import WorkerObservation
+from lbsim.schemes.base import as_wbsp
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
 from simulator.network import ParameterServer, bytes_per_s
@@ -105,12 +105,12 @@ class Overlap:
 class WBSPDriver:
     def __init__(self, env: SimEnv) -> None:
         self.env = env
-        self.scheme = env.scheme
+        self.scheme = as_wbsp(env.scheme)
         self.ps = ParameterServer(env, env.scenario.network, lanes=True)  # type: ignore[arg-type]
         self.open_steps: list[Step] = []  # steps whose deltas are applied in the open round
         self.flagged = [False] * env.n  # the next upload reply tells the worker to pull
-        self.blocking = bool(getattr(self.scheme.cfg, "overlap_pull_blocks", True))
-        self._observe_step = getattr(self.scheme, "observe_step", None)
+        self.blocking = bool(self.scheme.overlap_pull_blocks)
+        self._observe_step = self.scheme.observe_step
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None  # None: data local and free
         # numerics: each worker's own model copy and the global snapshot of every closed round
         self.numerics = env.numerics
@@ -180,16 +180,7 @@ class WBSPDriver:
         env = self.env
         s.end_s = env._now
         compute_s, fetch_s = s.compute_end_s - s.compute_start_s, s.compute_start_s - s.start_s
-        if self._observe_step is not None:  # the step time alone: what the rule reads, no object
-            self._observe_step(s.worker, fetch_s + compute_s + s.comm_s + s.wait_s)
-        else:
-            self.scheme.observe(
-                WorkerObservation(
-                    worker=s.worker, batch=s.batch, compute_s=compute_s, comm_s=s.comm_s,
-                    wait_s=s.wait_s, cpu_available=env.contention[s.worker].cpu_available(env.now),
-                    fetch_s=fetch_s,
-                )
-            )
+        self._observe_step(s.worker, fetch_s + compute_s + s.comm_s + s.wait_s)  # the step time alone: no object
         self._emit(s)
 
     def _compute(self, w: int, it: int, base_version: int) -> Generator[Any, Any, Step]:

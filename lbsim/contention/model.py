@@ -34,8 +34,8 @@ from lbsim.rng import stream
 from lbsim.scenario.contention import MarkovContention, ScheduledContention, TraceContention
 
 if TYPE_CHECKING:
-    from lbsim.scenario.resolve import WorkerSpec
     from lbsim.scenario.schema import Scenario
+    from lbsim.scenario.workers import WorkerSpec
 
 
 JITTER_BLOCK = 64  # jitter draws taken from a worker's generator at a time (one call instead of 64)
@@ -129,7 +129,7 @@ class WorkerContention:
 
 def build_contention(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:
     """One :class:`WorkerContention` per worker; reads and checks trace files."""
-    from lbsim.scenario.resolve import select_workers
+    from lbsim.scenario.workers import select_workers
 
     out = [
         WorkerContention(jitter_cv=w.jitter_cv, rng=stream(scenario.seed, "jitter", w.index)) for w in workers
