@@ -158,7 +158,7 @@ def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
 def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None = None) -> int:
     """Every reason the runtime cannot run ``scenario`` as an InputError; returns the ranks it needs
     (one per worker, plus the parameter server's for the schemes that use one)."""
-    from lbsim.scenario.resolve import resolve_workers
+    from lbsim.scenario.resolve import resolve_run
 
     name = scenario.scheme.kind
     if driver_of(name) not in DRIVER_LOOPS:
@@ -175,14 +175,14 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
     if byzantine is not None:
         from lbsim.scenario.workers import select_workers
 
-        select_workers(byzantine.workers, resolve_workers(scenario), "numerics.byzantine.workers")
+        select_workers(byzantine.workers, resolve_run(scenario).workers, "numerics.byzantine.workers")
     if options.contention == "real" and getattr(scenario.scheme, "predictor", None) == "oracle":
         raise InputError("scheme.predictor", "oracle needs the future slowdown, which the runtime knows only with --contention emulated")
     if not 1 <= options.threads <= MAX_THREADS:
         raise InputError("--threads", f"must be >= 1 and <= {MAX_THREADS}, got {options.threads}")
     if options.timeout_s <= 0:
         raise InputError("--timeout-s", f"must be > 0, got {options.timeout_s}")
-    n = len(resolve_workers(scenario))
+    n = resolve_run(scenario).n
     ranks = world_size(n, [name])
     if nproc is not None and nproc != ranks:
         server = f" plus one for {name}'s parameter server" if ranks > n else ""

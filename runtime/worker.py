@@ -63,7 +63,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
     import torch
 
     from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_workers
+    from lbsim.scenario.resolve import resolve_run
     from runtime.config import scheme_kind, uses_server
     from runtime.dist import Comm, FailureHook
     from runtime.model import FlatModel, load_data
@@ -74,7 +74,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
     if job.options.pin_cores() and info.device.type == "cpu":
         cores = pin_to_cores(info.local_rank, job.options.threads, cpu_cores())
     comm = Comm(info)
-    n = len(resolve_workers(load_scenario(job.scenario, list(job.overrides))))
+    n = resolve_run(load_scenario(job.scenario, list(job.overrides))).n
     workers_comm: Comm | None = comm
     if info.world > n:  # a parameter-server job: rank n is the server; synchronous tasks run on ranks 0..n-1
         import torch.distributed as dist
@@ -89,7 +89,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
             current["task"] = task
             overrides = [*job.overrides, *(calibration_sets if task.calibrated else []), *task.overrides]
             scenario = load_scenario(job.scenario, overrides, scheme=task.scheme)
-            workers = resolve_workers(scenario)
+            workers = resolve_run(scenario).workers  # resolved once, by the loader's checks
             training = training_config(scenario, job.options)
             data = load_data(training, dtype=getattr(torch, job.options.dtype), device=info.device)
             model = FlatModel(training, data.n_features, data.n_classes)
@@ -117,12 +117,15 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
 
 def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
-    from lbsim.scenario.resolve import build_scheme_for
+    from lbsim.scenario.resolve import resolve_run, scheme_context
     from runtime.loop import LoopSpec
 
+    run = resolve_run(scenario)
+    if run.workers != workers:  # not the scenario's own workers: resolve for these
+        run = replace(run, workers=workers, context=scheme_context(scenario, workers))
     return LoopSpec(
         scenario=scenario, workers=workers, training=training, options=job.options,
-        scheme_factory=lambda: build_scheme_for(scenario, workers),
+        scheme_factory=run.scheme,  # a fresh scheme per run, from the scenario resolved once
         max_rounds=scenario.workload.updates, time_budget_s=scenario.workload.time_budget_s, inject=True,
         max_samples=scenario.workload.samples,
         out=Path(task.out) if task.kind == "train" else None, scenario_path=job.scenario, overrides=tuple(overrides),

@@ -10,11 +10,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lbsim.contention.model import build_contention
 from lbsim.metrics.records import ColumnRows, IterationRecord, UpdateRecord
 from lbsim.metrics.summary import summarize
 from lbsim.numerics.trainer import Trainer
-from lbsim.scenario.resolve import build_scheme_for, resolve_workers, select_workers
+from lbsim.scenario.resolve import resolve_run, select_workers
 from lbsim.scenario.schema import Scenario
 from lbsim.schemes.base import DecisionLog, aggregation_of, is_synchronous
 from simulator.asynchronous import AsyncDriver
@@ -42,9 +41,10 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     Synchronous scenarios that qualify (ring all-reduce, no backup workers, no data section:
     :func:`simulator.fast_sync.ineligible`) take the fast path, which produces the same records.
     """
-    workers = resolve_workers(scenario)
-    scheme = build_scheme_for(scenario, workers)
-    env = SimEnv(scenario, workers, build_contention(scenario, workers), scheme, progress)
+    run = resolve_run(scenario)  # found, not redone, when the loader resolved this scenario
+    workers = run.workers
+    scheme = run.scheme()
+    env = SimEnv(scenario, workers, run.contention(), scheme, progress, resolved=run)
     if scenario.numerics.enabled:
         env.numerics = build_trainer(scenario, workers, scheme, env)
     if fast and ineligible(env) is None:

@@ -6,14 +6,25 @@ holds every rule that involves more than one section (a scheme that needs a para
 global batch that cannot fit in memory, contention naming a worker that does not exist, trace
 files that cannot be read, data placement that misses a worker or over-commits the dataset);
 each raises :class:`~lbsim.errors.InputError` at the key path.
+
+Resolution once: :func:`resolve_run` gives a :class:`ResolvedRun` — the workers, the data layout,
+the scheme context, the gradient bytes and the overlap, everything about a run that follows from
+its scenario alone — and both engines take their figures from it. It is immutable and a function
+of the scenario's value, so it is computed once per scenario (the loader's checks resolve it; a
+run of the same scenario finds it) and shared; the stateful objects of a run (the contention
+sources with their random streams, the scheme) are made fresh from it per run
+(:meth:`ResolvedRun.contention`, :meth:`ResolvedRun.scheme`).
 """
 
 from __future__ import annotations
 
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
-from lbsim.contention.model import build_contention
+from lbsim.contention.model import WorkerContention, build_contention
 from lbsim.errors import InputError
+from lbsim.fetch import DataLayout
 from lbsim.limits import MAX_WORKER_ITERATIONS, MAX_WORKERS, short_repr
 from lbsim.network.overlap import OverlapParams, node_compute_factor
 from lbsim.scenario import catalog
@@ -24,8 +35,8 @@ from lbsim.scenario.workers import ComputeCurve, WorkerSpec, select_workers
 from lbsim.schemes.base import Scheme, SchemeContext, is_synchronous
 from lbsim.schemes.registry import build_scheme, scheme_class
 
-__all__ = ["ComputeCurve", "WorkerSpec", "build_scheme_for", "check_scenario", "gradient_bytes", "overlap_params",
-           "resolve_workers", "scheme_context", "select_workers"]
+__all__ = ["ComputeCurve", "ResolvedRun", "WorkerSpec", "build_scheme_for", "check_scenario", "gradient_bytes",
+           "overlap_params", "resolve_run", "resolve_workers", "scheme_context", "select_workers"]
 
 
 def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
@@ -125,12 +136,57 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
         what = f"scheme {cls.name}" if not synchronous else "scheme.backup_workers"
         raise InputError("network.name", f"{what} needs a parameter server; valid here: parameter_server")
     build_contention(scenario, workers)  # reads and checks every trace file
-    resolve_data(scenario.data, workers)  # data placement: coverage, shares sum to <= 1
-    build_scheme_for(scenario, workers)  # a scheme may reject the cluster (e.g. memory caps)
+    data = resolve_data(scenario.data, workers)  # data placement: coverage, shares sum to <= 1
+    run = _resolved(scenario, workers, data)
+    run.scheme()  # a scheme may reject the cluster (e.g. memory caps)
     return workers
 
 
-def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> SchemeContext:
+@dataclass(frozen=True)
+class ResolvedRun:
+    """Everything about a run that follows from its scenario alone (see the module docstring)."""
+
+    scenario: Scenario
+    workers: tuple[WorkerSpec, ...]
+    data: DataLayout | None  # None: data local and free
+    context: SchemeContext
+    gradient_bytes: int
+    overlap: OverlapParams
+
+    @property
+    def n(self) -> int:
+        return len(self.workers)
+
+    def contention(self) -> list[WorkerContention]:
+        """Fresh contention sources, one per worker, with their random streams at the start."""
+        return build_contention(self.scenario, self.workers)
+
+    def scheme(self) -> Scheme:
+        """A fresh scheme object for one run."""
+        return build_scheme(self.scenario.scheme, self.context)
+
+
+# scenario -> its resolved parts (a ResolvedRun without the scenario, which is the key: the entry
+# goes with the last scenario object equal to it).
+_RESOLVED: weakref.WeakKeyDictionary[Scenario, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _resolved(scenario: Scenario, workers: tuple[WorkerSpec, ...], data: DataLayout | None) -> ResolvedRun:
+    parts = (workers, data, _context(scenario, workers, data), gradient_bytes(scenario), overlap_params(scenario))
+    _RESOLVED[scenario] = parts
+    return ResolvedRun(scenario, *parts)
+
+
+def resolve_run(scenario: Scenario) -> ResolvedRun:
+    """The scenario's :class:`ResolvedRun`, resolved once per scenario value."""
+    parts = _RESOLVED.get(scenario)
+    if parts is not None:
+        return ResolvedRun(scenario, *parts)
+    workers = resolve_workers(scenario)
+    return _resolved(scenario, workers, resolve_data(scenario.data, workers))
+
+
+def _context(scenario: Scenario, workers: tuple[WorkerSpec, ...], data: DataLayout | None) -> SchemeContext:
     return SchemeContext(
         global_batch=scenario.workload.global_batch,
         t0_s=tuple(w.t0_s for w in workers),
@@ -138,8 +194,13 @@ def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> Schem
         max_batch=tuple(w.max_batch for w in workers),
         kinds=tuple(w.kind for w in workers),
         seed=scenario.seed,
-        data=resolve_data(scenario.data, workers),
+        data=data,
     )
+
+
+def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> SchemeContext:
+    """What a scheme knows before the run, for ``workers`` (which a calibration may have replaced)."""
+    return _context(scenario, workers, resolve_data(scenario.data, workers))
 
 
 def build_scheme_for(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> Scheme:
