@@ -196,6 +196,20 @@ class LocalityAware(Protocol):
         ...
 
 
+def local_counts(scheme: object, layout: DataLayout | None, batches: Sequence[int]) -> tuple[int, ...]:
+    """Local samples of every worker's batch: the scheme's if :class:`LocalityAware` (checked to fit the
+    batches), else uniform sampling (:meth:`DataLayout.default_local`); all of it without a layout.
+    Both engines ask this."""
+    if layout is None:
+        return tuple(int(b) for b in batches)  # data local and free: every sample is local
+    if isinstance(scheme, LocalityAware):
+        chosen = tuple(int(v) for v in scheme.local_samples())
+        if len(chosen) != len(batches) or any(not 0 <= v <= b for v, b in zip(chosen, batches, strict=True)):
+            raise RuntimeError(f"scheme's local samples {chosen} do not fit its batches {tuple(batches)}")
+        return chosen
+    return tuple(layout.default_local(w, int(b)) for w, b in enumerate(batches))
+
+
 @runtime_checkable
 class AsyncScheme(Protocol):
     """An asynchronous parameter-server scheme: a gate per worker iteration."""
