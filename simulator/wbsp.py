@@ -65,6 +65,7 @@ import simpy
 
 from lbsim.network.parameter_server import link_s
 from lbsim.schemes.base import as_wbsp
+from lbsim.schemes.wbsp_rounds import Rounds
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
 from simulator.network import ParameterServer, bytes_per_s
@@ -102,13 +103,16 @@ class Overlap:
     ready_version: int | None = None  # a pulled snapshot waiting for the next step boundary
 
 
+def _batch_of(s: Step) -> int:
+    return s.batch
+
+
 class WBSPDriver:
     def __init__(self, env: SimEnv) -> None:
         self.env = env
         self.scheme = as_wbsp(env.scheme)
         self.ps = ParameterServer(env, env.scenario.network, lanes=True)  # type: ignore[arg-type]
-        self.open_steps: list[Step] = []  # steps whose deltas are applied in the open round
-        self.flagged = [False] * env.n  # the next upload reply tells the worker to pull
+        self.rounds: Rounds[Step] = Rounds(env.n, _batch_of)  # open round, pull flags (shared with the runtime)
         self.blocking = bool(self.scheme.overlap_pull_blocks)
         self._observe_step = self.scheme.observe_step
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None  # None: data local and free
@@ -127,7 +131,7 @@ class WBSPDriver:
     # -- rounds and records ---------------------------------------------------------------------
     def _applied(self, w: int, steps: list[Step]) -> None:
         """Worker w's upload carrying ``steps`` was applied: it joins the open round, maybe closes it."""
-        self.open_steps.extend(steps)
+        self.rounds.join(steps)
         if self.numerics is not None:  # the server adds the upload's delta / n (the official code)
             delta = steps[0].delta if len(steps) == 1 else sum(s.delta for s in steps)
             self.numerics.add_delta(w, delta, 1.0 / self.env.n)
@@ -136,15 +140,13 @@ class WBSPDriver:
 
     def _close_round(self) -> None:
         env = self.env
-        steps, self.open_steps = self.open_steps, []
-        samples = sum(s.batch for s in steps)
+        _round, samples, steps = self.rounds.close()  # every worker flagged to pull
         update = env.record_update(samples, len(steps))
         if self.numerics is not None:
             self.numerics.close_round(env.now)
             self.snapshots[env.version] = self.numerics.weights()
         for s in steps:
-            s.update, s.samples = update, samples
-        self.flagged = [True] * env.n
+            s.update = update
         final = not env.may_update()
         for s in steps:
             if s.end_s is None and final:  # still pulling (or stalled on a pull): cut here
@@ -164,7 +166,7 @@ class WBSPDriver:
         compute_s = s.compute_end_s - s.compute_start_s
         fetch_s = s.compute_start_s - s.start_s
         return (s.worker, s.iteration, s.update, s.start_s, compute_s, end_s - s.start_s - fetch_s - compute_s - s.wait_s,
-                s.wait_s, end_s, s.batch, s.update - s.base_version, False, s.batch / s.samples, fetch_s, cut)
+                s.wait_s, end_s, s.batch, s.update - s.base_version, False, self.rounds.weight(s.update, s.batch), fetch_s, cut)
 
     def _cut_row(self, s: Step, end_s: float) -> tuple[Any, ...]:
         """Step s, in an update, cut by the run's end at ``end_s`` (time budget)."""
@@ -264,8 +266,7 @@ class WBSPDriver:
             self._applied(w, [s])
             if env.stopped:
                 return
-            if self.flagged[w]:  # (_close_round replaces the list: look it up each time)
-                self.flagged[w] = False
+            if self.rounds.take_flag(w):
                 version = updates._n
                 s.busy_since = env._now
                 requested = env._now
@@ -336,8 +337,7 @@ class WBSPDriver:
             self._applied(w, steps)
             if env.stopped:
                 return
-            if self.flagged[w]:
-                self.flagged[w] = False
+            if self.rounds.take_flag(w):
                 st.pulling, st.pulled = True, env.event()
                 version = env.version
                 yield from self.ps.pull(w)
