@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from lbsim.scenario.workers import WorkerSpec
 
 
-JITTER_BLOCK = 64  # jitter draws taken from a worker's generator at a time (one call instead of 64; both engine paths)
+JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds, bench_simulator test_large_sync)
 _STEP_TYPES = (StepSource, MarkovSource)  # piecewise constant between known change points
 _NO_SEGMENT = (math.inf, -math.inf, 1.0, -1)  # (from, until, factor, sources): matches no time
 
