@@ -1,0 +1,170 @@
+"""LB-BSP for an ordinary DDP script: each rank's batch for the next step, decided by lbsim's scheme.
+
+The decision is lbsim's own: the ``lbbsp`` scheme (:mod:`lbsim.schemes.lbbsp`) with its sizing
+code (:mod:`lbsim.sizing` — speed predictors, affine fits, water-filling, the GPU step rule), the
+same objects the simulator and the runtime call. One step, on every rank::
+
+    step k starts      the batch sampler hands rank r its b_r samples; clock starts
+    forward/backward   the DDP hook marks the clock at each ready bucket and sends b_r/B * bucket
+    step k+1 starts    all_gather one row per rank: [b_r, compute_s_r, cpu_available_r, mem_available_r]
+                       rank 0: scheme.next_batches(RoundObservation) -> (b_0', ..., b_{n-1}')
+                       broadcast of the decision (identical batches on every rank, whatever
+                       each rank's floating-point library would have computed)
+
+``compute_s`` is the rank's own work (:mod:`runtime.ddp.timing`), never the wait for the others.
+``cpu_available`` is measured from ``/proc/stat`` and ``psutil`` (:class:`runtime.resources.ResourceReader`)
+or, under an emulated slowdown, the schedule's ``1/f``; ``mem_available`` is ``psutil``'s. They are
+read only when the variant has CPU-like workers (``cpu``, or ``auto`` on CPU ranks).
+
+The variants are the scheme's: ``cpu`` (x_i ∝ predicted speed; predictors ``narx``, ``ema``,
+``last``), ``gpu`` (the windowed step rule), ``gpu_model`` (fitted ``t_i(x) = a_i + b_i x``,
+water-filled) and ``auto`` (per rank: ``cpu`` on CPU ranks, ``gpu_model`` on CUDA ranks). Memory
+caps (``max_batch``) are the scheme's bounds: no rank is ever given more than its cap. The
+``oracle`` predictor needs the future and exists only in the simulator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from lbsim.schemes.base import RoundObservation, SchemeContext, WorkerObservation
+from lbsim.schemes.lbbsp import LBBSPConfig
+from lbsim.schemes.registry import build_scheme
+from lbsim.sizing.split import proportional_split
+from runtime.ddp.hook import weighted_sum_hook
+from runtime.ddp.inject import SlowedRank
+from runtime.ddp.timing import StepClock
+from runtime.resources import ResourceReader
+
+UNCAPPED = 2**24  # a batch larger than any real one (batch sizes travel as exact float32/int64)
+
+
+class LoadBalancer:
+    """Per-rank batch sizes by LB-BSP, the weighted gradient hook and the step clock, for one process group.
+
+    Create it on every rank after ``init_process_group`` (it makes collectives). ``global_batch``:
+    ``B``, kept exact at every step. ``max_batch``: this rank's memory cap in samples (None:
+    uncapped). ``samples_per_s``: this rank's nominal speed (the first step's split and the fits'
+    prior; None: all equal). ``options``: any other :class:`~lbsim.schemes.lbbsp.LBBSPConfig`
+    field (``min_batch``, ``ema_alpha``, ``narx_*``, ``window``, ...). ``slowed``: an emulated
+    slowdown for this rank (benchmarks and tests; :mod:`runtime.ddp.inject`).
+    """
+
+    def __init__(self, global_batch: int, *, variant: str = "auto", predictor: str = "narx", seed: int = 0,
+                 max_batch: int | None = None, samples_per_s: float | None = None, group: Any = None,
+                 device: torch.device | None = None, slowed: SlowedRank | None = None, **options: Any) -> None:
+        if not dist.is_initialized():
+            raise RuntimeError("LoadBalancer needs torch.distributed to be initialised (init_process_group) first")
+        if predictor == "oracle":
+            raise ValueError("predictor 'oracle' needs the future and exists only in the simulator; "
+                             "valid here: narx, ema, last")
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        backend = dist.get_backend(group)
+        self.device = device if device is not None else (
+            torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu"))
+        self.comm_device = self.device if backend == "nccl" else torch.device("cpu")
+        self.config = LBBSPConfig(variant=variant, predictor=predictor, initial="nominal", **options)  # type: ignore[arg-type]
+        self.global_batch = int(global_batch)
+        mine = [1.0 if self.device.type == "cuda" else 0.0, float(max_batch or UNCAPPED), float(samples_per_s or 1.0)]
+        table = self._gather(mine)
+        kinds = tuple("gpu" if row[0] > 0 else "cpu" for row in table)
+        caps = tuple(int(row[1]) for row in table)
+        ctx = SchemeContext(global_batch=self.global_batch, t0_s=(0.0,) * self.world,
+                            samples_per_s=tuple(float(row[2]) for row in table), max_batch=caps,
+                            kinds=kinds, seed=seed)  # type: ignore[arg-type]
+        self.caps = caps
+        self.scheme = build_scheme(self.config, ctx) if self.rank == 0 else None
+        self.batches = self._broadcast(list(self.scheme.initial_batches()) if self.scheme is not None else None)
+        self.readings = bool(self.config.variant == "cpu" or (self.config.variant == "auto" and "cpu" in kinds))
+        self.reader = ResourceReader() if self.readings else None
+        self.clock = StepClock(self.device)
+        self.slowed = slowed
+        self.weight = 1.0 / self.world
+        self.step_batches: tuple[int, ...] | None = None  # the batches of the step in progress
+        self.steps = 0
+        self.decisions = 0
+        self.overhead_s = 0.0  # time spent gathering, deciding and broadcasting (all steps)
+        self.history: list[tuple[int, ...]] = []  # the batches of every step, in order
+
+    # -- collectives -----------------------------------------------------------------------------------
+    def _gather(self, row: Sequence[float]) -> list[list[float]]:
+        t = torch.tensor(list(row), dtype=torch.float64, device=self.comm_device)
+        out = [torch.empty_like(t) for _ in range(self.world)]
+        dist.all_gather(out, t, group=self.group)
+        return [o.tolist() for o in out]
+
+    def _broadcast(self, batches: list[int] | None) -> tuple[int, ...]:
+        t = torch.tensor(batches if batches is not None else [0] * self.world, dtype=torch.int64, device=self.comm_device)
+        dist.broadcast(t, dist.get_global_rank(self.group, 0) if self.group is not None else 0, group=self.group)
+        return tuple(int(v) for v in t.tolist())
+
+    # -- the step cycle ----------------------------------------------------------------------------------
+    def next_batches(self) -> tuple[int, ...]:
+        """Every rank's batch for the next step (collective: call on every rank, once per step).
+
+        Observes the step just finished (if it ran the decided batches) and asks the scheme.
+        """
+        done = self.step_batches
+        if done is None or done != self.batches:  # first step, or an epoch's shortened last step: nothing to learn
+            return self.batches
+        t = time.perf_counter()
+        compute_s = self.clock.elapsed_s()
+        cpu = mem = 1.0
+        if self.reader is not None:
+            cpu = self.slowed.cpu_available() if self.slowed is not None else self.reader.cpu_available()
+            mem = self.reader.mem_available()
+        table = self._gather([float(done[self.rank]), compute_s, cpu, mem])
+        decided = None
+        if self.scheme is not None:
+            obs = tuple(WorkerObservation(worker=i, batch=int(row[0]), compute_s=max(row[1], 1e-9), comm_s=0.0,
+                                          wait_s=0.0, cpu_available=row[2], mem_available=row[3])
+                        for i, row in enumerate(table))
+            decided = list(self.scheme.next_batches(RoundObservation(update=self.decisions, time_s=0.0, workers=obs)))
+        self.batches = self._broadcast(decided)
+        self.decisions += 1
+        self.overhead_s += time.perf_counter() - t
+        return self.batches
+
+    def split(self, total: int, like: Sequence[int]) -> tuple[int, ...]:
+        """``total`` samples split in proportion to ``like`` within the caps (an epoch's last step)."""
+        if total == sum(like):
+            return tuple(like)
+        return proportional_split(total, [max(b, 1) for b in like], self.caps, min_batch=1)
+
+    def begin_step(self, batches: Sequence[int]) -> None:
+        """Step with ``batches`` starts now on this rank: set the hook's weight, start the clock."""
+        self.step_batches = tuple(batches)
+        self.history.append(self.step_batches)
+        self.weight = self.step_batches[self.rank] / sum(self.step_batches)
+        self.steps += 1
+        if self.slowed is not None:
+            self.slowed.begin()
+        self.clock.start()
+
+    def on_bucket(self) -> None:
+        """A gradient bucket is ready (called by the hook): emulated slowdown, then mark the clock."""
+        if self.slowed is not None:
+            self.slowed.after_bucket()
+        self.clock.mark()
+
+    # -- wiring --------------------------------------------------------------------------------------------
+    def attach(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> None:
+        """Register the batch-weighted comm hook on a DDP model (instead of DDP's averaging)."""
+        ddp_model.register_comm_hook(self, weighted_sum_hook)
+
+    def sampler(self, dataset_size: int, *, seed: int = 0, shuffle: bool = True, drop_last: bool = False) -> Any:
+        """A batch sampler for ``DataLoader(dataset, batch_sampler=...)`` (see :class:`runtime.ddp.sampler.BalancedBatchSampler`)."""
+        from runtime.ddp.sampler import BalancedBatchSampler
+
+        return BalancedBatchSampler(self, dataset_size, seed=seed, shuffle=shuffle, drop_last=drop_last)
+
+    def overhead_fraction(self, wall_s: float) -> float:
+        """The share of ``wall_s`` (e.g. an epoch's time) spent in the balancer's decisions."""
+        return self.overhead_s / wall_s if wall_s > 0 else 0.0
