@@ -6,12 +6,15 @@ same objects the simulator and the runtime call. One step, on every rank::
 
     step k starts      the batch sampler hands rank r its b_r samples; clock starts
     forward/backward   the DDP hook marks the clock at each ready bucket and sends b_r/B * bucket
-    step k+1 starts    all_gather one row per rank: [b_r, compute_s_r, cpu_available_r, mem_available_r]
-                       rank 0: scheme.next_batches(RoundObservation) -> (b_0', ..., b_{n-1}')
-                       broadcast of the decision (identical batches on every rank, whatever
-                       each rank's floating-point library would have computed)
+    step k+1 starts    all_gather (async) one row per rank: [b_r, compute_s_r, cpu_available_r, mem_available_r]
+    step k+2 starts    rank 0: scheme.next_batches(RoundObservation) -> (b_0', ..., b_{n-1}');
+                       broadcast (async) of the decision: identical batches on every rank, whatever
+                       each rank's floating-point library would have computed
+    step k+3 starts    the decision is in effect
 
-``compute_s`` is the rank's own work (:mod:`runtime.ddp.timing`), never the wait for the others.
+``compute_s`` is the rank's own work (:mod:`runtime.ddp.timing`), never the wait for the others,
+plus the rank's time in the balancer before the step (rank 0's decision included): the scheme then
+balances the decision's cost like any other work.
 ``cpu_available`` is measured from ``/proc/stat`` and ``psutil`` (:class:`runtime.resources.ResourceReader`)
 or, under an emulated slowdown, the schedule's ``1/f``; ``mem_available`` is ``psutil``'s. They are
 read only when the variant has CPU-like workers (``cpu``, or ``auto`` on CPU ranks).
@@ -41,6 +44,7 @@ from runtime.ddp.inject import SlowedRank
 from runtime.ddp.timing import StepClock
 from runtime.resources import ResourceReader
 
+READ_EVERY_S = 0.1  # CPU/memory readings are refreshed at most this often
 UNCAPPED = 2**24  # a batch larger than any real one (batch sizes travel as exact float32/int64)
 
 
@@ -92,6 +96,12 @@ class LoadBalancer:
         self.decisions = 0
         self.overhead_s = 0.0  # time spent gathering, deciding and broadcasting (all steps)
         self.history: list[tuple[int, ...]] = []  # the batches of every step, in order
+        self._observable = False
+        self._pre_s = 0.0  # this rank's time in next_batches before the current step (counted as its work)
+        self._read_at = -1e9
+        self._last_readings = (1.0, 1.0)
+        self._gather: tuple[Any, list[torch.Tensor]] | None = None  # in flight: all_gather of the last observation
+        self._bcast: tuple[Any, torch.Tensor] | None = None  # in flight: broadcast of the last decision
 
     # -- collectives -----------------------------------------------------------------------------------
     def _gather(self, row: Sequence[float]) -> list[list[float]]:
@@ -100,37 +110,80 @@ class LoadBalancer:
         dist.all_gather(out, t, group=self.group)
         return [o.tolist() for o in out]
 
+    @property
+    def _root(self) -> int:
+        return dist.get_global_rank(self.group, 0) if self.group is not None else 0
+
     def _broadcast(self, batches: list[int] | None) -> tuple[int, ...]:
         t = torch.tensor(batches if batches is not None else [0] * self.world, dtype=torch.int64, device=self.comm_device)
-        dist.broadcast(t, dist.get_global_rank(self.group, 0) if self.group is not None else 0, group=self.group)
+        dist.broadcast(t, self._root, group=self.group)
         return tuple(int(v) for v in t.tolist())
 
     # -- the step cycle ----------------------------------------------------------------------------------
     def next_batches(self) -> tuple[int, ...]:
         """Every rank's batch for the next step (collective: call on every rank, once per step).
 
-        Observes the step just finished (if it ran the decided batches) and asks the scheme.
+        Pipelined so that no collective waits inside a step: the observation of step k is
+        all-gathered asynchronously while step k+1 computes; at the start of step k+2 rank 0 decides
+        and broadcasts asynchronously; the decision takes effect at step k+3 (a lag of two steps).
+        The scheme always learns from the batch a rank really ran, so only the ``gpu`` variant's step
+        rule (which attributes a measurement to its latest decision) is affected by the lag.
         """
-        done = self.step_batches
-        if done is None or done != self.batches:  # first step, or an epoch's shortened last step: nothing to learn
-            return self.batches
         t = time.perf_counter()
-        compute_s = self.clock.elapsed_s()
-        cpu = mem = 1.0
-        if self.reader is not None:
-            cpu = self.slowed.cpu_available() if self.slowed is not None else self.reader.cpu_available()
-            mem = self.reader.mem_available()
-        table = self._gather([float(done[self.rank]), compute_s, cpu, mem])
-        decided = None
+        if self._bcast is not None:
+            work, buf = self._bcast
+            work.wait()
+            self.batches = tuple(int(v) for v in buf.tolist())
+            self._bcast = None
+        if self._gather is not None:
+            work, out = self._gather
+            work.wait()
+            self._gather = None
+            table = [o.tolist() for o in out]
+            if all(row[0] > 0 for row in table):  # a step that ran decided batches: something to learn
+                self._decide(table)
+        if self.step_batches is not None:
+            compute_s = self.clock.elapsed_s() + self._pre_s  # the step's own work, its share of bookkeeping included
+            row = [float(self.step_batches[self.rank]) if self._observable else 0.0, compute_s, *self._readings()]
+            mine = torch.tensor(row, dtype=torch.float64, device=self.comm_device)
+            out = [torch.empty_like(mine) for _ in range(self.world)]
+            self._gather = (dist.all_gather(out, mine, group=self.group, async_op=True), out)
+            self.step_batches = None  # observed
+        self._pre_s = time.perf_counter() - t
+        self.overhead_s += self._pre_s
+        return self.batches
+
+    def _readings(self) -> tuple[float, float]:
+        """(cpu_available, mem_available): the schedule's under an emulated slowdown, else measured at
+        most every ``READ_EVERY_S`` (``/proc/stat`` is counted in 10 ms ticks; reading it costs ~0.2 ms)."""
+        if self.reader is None:
+            return 1.0, 1.0
+        now = time.monotonic()
+        if now - self._read_at >= READ_EVERY_S:
+            cpu = self.reader.cpu_available() if self.slowed is None else 1.0
+            self._last_readings = (cpu, self.reader.mem_available())
+            self._read_at = now
+        if self.slowed is not None:
+            return self.slowed.cpu_available(), self._last_readings[1]
+        return self._last_readings
+
+    def _decide(self, table: list[list[float]]) -> None:
+        decided = [0] * self.world
         if self.scheme is not None:
             obs = tuple(WorkerObservation(worker=i, batch=int(row[0]), compute_s=max(row[1], 1e-9), comm_s=0.0,
                                           wait_s=0.0, cpu_available=row[2], mem_available=row[3])
                         for i, row in enumerate(table))
             decided = list(self.scheme.next_batches(RoundObservation(update=self.decisions, time_s=0.0, workers=obs)))
-        self.batches = self._broadcast(decided)
+        buf = torch.tensor(decided, dtype=torch.int64, device=self.comm_device)
+        self._bcast = (dist.broadcast(buf, self._root, group=self.group, async_op=True), buf)
         self.decisions += 1
-        self.overhead_s += time.perf_counter() - t
-        return self.batches
+
+    def finish(self) -> None:
+        """Wait for the balancer's collectives still in flight (call on every rank before destroying the group)."""
+        for pending in (self._bcast, self._gather):
+            if pending is not None:
+                pending[0].wait()
+        self._bcast = self._gather = None
 
     def split(self, total: int, like: Sequence[int]) -> tuple[int, ...]:
         """``total`` samples split in proportion to ``like`` within the caps (an epoch's last step)."""
@@ -141,6 +194,7 @@ class LoadBalancer:
     def begin_step(self, batches: Sequence[int]) -> None:
         """Step with ``batches`` starts now on this rank: set the hook's weight, start the clock."""
         self.step_batches = tuple(batches)
+        self._observable = self.step_batches == self.batches
         self.history.append(self.step_batches)
         self.weight = self.step_batches[self.rank] / sum(self.step_batches)
         self.steps += 1

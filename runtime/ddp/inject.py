@@ -48,11 +48,13 @@ class SlowedRank:
         return self.emu.cpu_available(time.monotonic() - self.emu.t0)
 
 
-def slowed_hook(inner: Any, slowed: SlowedRank) -> Any:
-    """Wrap a DDP comm hook (e.g. ``default_hooks.allreduce_hook``) so that each bucket first pays the slowdown."""
+def slowed_hook(inner: Any, slowed: SlowedRank | None) -> Any:
+    """Wrap a DDP comm hook (e.g. ``default_hooks.allreduce_hook``) so that each bucket first pays the
+    slowdown (None: no slowdown, the same hook on every rank)."""
 
-    def hook(state: Any, bucket: Any) -> Any:
-        slowed.after_bucket()
+    def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks annotations: none given
+        if slowed is not None:
+            slowed.after_bucket()
         return inner(state, bucket)
 
     return hook
