@@ -41,7 +41,7 @@ def run_example(mode: str, *, slow_rank: int, epochs: int = EPOCHS, extra: tuple
     """One ``torchrun --nproc-per-node=3 examples/ddp_digits.py`` run; its per-epoch JSON lines."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "epochs.jsonl"
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=3", "--master-port=0",
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
                str(REPO / "examples" / "ddp_digits.py"), "--mode", mode, "--epochs", str(epochs),
                "--global-batch", str(GLOBAL_BATCH), "--slow-rank", str(slow_rank), "--slowdown", str(SLOWDOWN),
                "--variant", "cpu", "--predictor", "ema", "--json", str(out), *extra]

@@ -6,11 +6,11 @@ same objects the simulator and the runtime call. One step, on every rank::
 
     step k starts      the batch sampler hands rank r its b_r samples; clock starts
     forward/backward   the DDP hook marks the clock at each ready bucket and sends b_r/B * bucket
-    step k+1 starts    all_gather (async) one row per rank: [b_r, compute_s_r, cpu_available_r, mem_available_r]
-    step k+2 starts    rank 0: scheme.next_batches(RoundObservation) -> (b_0', ..., b_{n-1}');
-                       broadcast (async) of the decision: identical batches on every rank, whatever
-                       each rank's floating-point library would have computed
-    step k+3 starts    the decision is in effect
+    step k+1 starts    all_gather (async) one row per rank: [b_r, compute_s_r, cpu_available_r, mem_available_r | 0...]
+    step k+2 starts    rank 0: scheme.next_batches(RoundObservation) -> (b_0', ..., b_{n-1}'), written in
+                       rank 0's row of this step's all_gather: identical batches on every rank
+                       (whatever each rank's floating-point library would have computed)
+    step k+3 starts    the decision is in effect on every rank
 
 ``compute_s`` is the rank's own work (:mod:`runtime.ddp.timing`), never the wait for the others,
 plus the rank's time in the balancer before the step (rank 0's decision included): the scheme then
@@ -100,8 +100,8 @@ class LoadBalancer:
         self._pre_s = 0.0  # this rank's time in next_batches before the current step (counted as its work)
         self._read_at = -1e9
         self._last_readings = (1.0, 1.0)
-        self._gather: tuple[Any, list[torch.Tensor]] | None = None  # in flight: all_gather of the last observation
-        self._bcast: tuple[Any, torch.Tensor] | None = None  # in flight: broadcast of the last decision
+        self._gather: tuple[Any, torch.Tensor] | None = None  # in flight: all_gather of the last observation
+        self._decision: tuple[int, ...] | None = None  # rank 0: decided, not yet sent
 
     # -- collectives -----------------------------------------------------------------------------------
     def _gather(self, row: Sequence[float]) -> list[list[float]]:
@@ -123,32 +123,35 @@ class LoadBalancer:
     def next_batches(self) -> tuple[int, ...]:
         """Every rank's batch for the next step (collective: call on every rank, once per step).
 
-        Pipelined so that no collective waits inside a step: the observation of step k is
-        all-gathered asynchronously while step k+1 computes; at the start of step k+2 rank 0 decides
-        and broadcasts asynchronously; the decision takes effect at step k+3 (a lag of two steps).
-        The scheme always learns from the batch a rank really ran, so only the ``gpu`` variant's step
+        One asynchronous ``all_gather`` per step and no wait inside a step: the call at the start of
+        step k launches the gather of step k-1's observations (rank 0's row also carries its latest
+        decision); the call at step k+1 finds it done, and rank 0 decides from it; that decision
+        rides the next gather and is applied at step k+2 on every rank (a lag of two steps). The
+        scheme always learns from the batch a rank really ran, so only the ``gpu`` variant's step
         rule (which attributes a measurement to its latest decision) is affected by the lag.
         """
         t = time.perf_counter()
-        if self._bcast is not None:
-            work, buf = self._bcast
-            work.wait()
-            self.batches = tuple(int(v) for v in buf.tolist())
-            self._bcast = None
+        n = self.world
         if self._gather is not None:
             work, out = self._gather
             work.wait()
             self._gather = None
-            table = [o.tolist() for o in out]
+            table = out.view(n, 4 + n).tolist()
+            if table[0][4] > 0:  # rank 0's decision from the gather before
+                self.batches = tuple(int(v) for v in table[0][4:])
             if all(row[0] > 0 for row in table):  # a step that ran decided batches: something to learn
                 self._decide(table)
-        if self.step_batches is not None:
-            compute_s = self.clock.elapsed_s() + self._pre_s  # the step's own work, its share of bookkeeping included
-            row = [float(self.step_batches[self.rank]) if self._observable else 0.0, compute_s, *self._readings()]
-            mine = torch.tensor(row, dtype=torch.float64, device=self.comm_device)
-            out = [torch.empty_like(mine) for _ in range(self.world)]
-            self._gather = (dist.all_gather(out, mine, group=self.group, async_op=True), out)
-            self.step_batches = None  # observed
+        row = [0.0] * (4 + n)
+        if self.step_batches is not None and self._observable:
+            # the step's own work, its share of the bookkeeping before it included
+            row[:4] = [float(self.step_batches[self.rank]), self.clock.elapsed_s() + self._pre_s, *self._readings()]
+        if self._decision is not None:
+            row[4:] = [float(v) for v in self._decision]
+            self._decision = None
+        self.step_batches = None  # observed
+        mine = torch.tensor(row, dtype=torch.float64, device=self.comm_device)
+        out = torch.empty(n * (4 + n), dtype=torch.float64, device=self.comm_device)  # flat: what gloo accepts
+        self._gather = (dist.all_gather_into_tensor(out, mine, group=self.group, async_op=True), out)
         self._pre_s = time.perf_counter() - t
         self.overhead_s += self._pre_s
         return self.batches
@@ -168,22 +171,20 @@ class LoadBalancer:
         return self._last_readings
 
     def _decide(self, table: list[list[float]]) -> None:
-        decided = [0] * self.world
-        if self.scheme is not None:
-            obs = tuple(WorkerObservation(worker=i, batch=int(row[0]), compute_s=max(row[1], 1e-9), comm_s=0.0,
-                                          wait_s=0.0, cpu_available=row[2], mem_available=row[3])
-                        for i, row in enumerate(table))
-            decided = list(self.scheme.next_batches(RoundObservation(update=self.decisions, time_s=0.0, workers=obs)))
-        buf = torch.tensor(decided, dtype=torch.int64, device=self.comm_device)
-        self._bcast = (dist.broadcast(buf, self._root, group=self.group, async_op=True), buf)
+        """Rank 0: the scheme's next batches from one gathered row per rank (sent with the next gather)."""
+        if self.scheme is None:
+            return
+        obs = tuple(WorkerObservation(worker=i, batch=int(row[0]), compute_s=max(row[1], 1e-9), comm_s=0.0,
+                                      wait_s=0.0, cpu_available=row[2], mem_available=row[3])
+                    for i, row in enumerate(table))
+        self._decision = tuple(self.scheme.next_batches(RoundObservation(update=self.decisions, time_s=0.0, workers=obs)))
         self.decisions += 1
 
     def finish(self) -> None:
         """Wait for the balancer's collectives still in flight (call on every rank before destroying the group)."""
-        for pending in (self._bcast, self._gather):
-            if pending is not None:
-                pending[0].wait()
-        self._bcast = self._gather = None
+        if self._gather is not None:
+            self._gather[0].wait()
+        self._gather = None
 
     def split(self, total: int, like: Sequence[int]) -> tuple[int, ...]:
         """``total`` samples split in proportion to ``like`` within the caps (an epoch's last step)."""
