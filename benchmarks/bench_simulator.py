@@ -9,6 +9,8 @@ figures and how they were taken.
   1,000 updates, mixed fleet, jitter + Markov + scheduled contention, ring all-reduce) with bsp,
   static, lbbsp and loft: the synchronous fast path (target: <= 5 s, i.e. >= 200,000
   worker-iterations/s).
+* ``test_large_sync_nodes`` — large.yaml (300 updates, bsp) as shipped and with its A100s on
+  8-GPU nodes under ``network.algorithm: nccl``, side by side: what nodes cost the fast path.
 * ``test_worker_iterations_per_s`` — every scheme at 16 / 256 / 1,024 workers of the same fleet
   (synchronous schemes on the ring, asynchronous ones on a 4-shard parameter server).
 * ``test_async_event_rate_vs_bare_simpy`` — asynchronous schemes against a bare SimPy loop
@@ -105,6 +107,20 @@ def test_large_sync(benchmark, scheme: str) -> None:
     _record(benchmark, result)
     benchmark.extra_info["target_s"] = 5.0
     assert result.summary["worker_iterations"] == 1024 * 1000  # a result, not a time
+
+
+# large.yaml with its 128 A100s on 16 p4d.24xlarge nodes of 8 and NCCL's all-reduce (issue 13)
+NODES = ["cluster.groups.0.workers_per_node=8", "network.algorithm=nccl"]
+
+
+@pytest.mark.parametrize("nodes", [False, True], ids=["one-per-node", "p4d-nodes-nccl"])
+def test_large_sync_nodes(benchmark, nodes: bool) -> None:
+    """large.yaml with bsp, as shipped and with multi-GPU nodes: the cost of nodes on the fast path
+    (compare the two rows' medians; 300 updates to keep the pair short)."""
+    sc = load_scenario(LARGE, ["workload.updates=300"] + (NODES if nodes else []), scheme="bsp")
+    result = benchmark.pedantic(simulate, args=(sc,), rounds=3, iterations=1, warmup_rounds=0)
+    _record(benchmark, result)
+    assert result.summary["worker_iterations"] == 1024 * 300
 
 
 # worker-iterations per case: sync ~200k (fast path), async ~40k (SimPy events)

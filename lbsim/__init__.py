@@ -3,6 +3,23 @@
 The shared core of lbsim: the scenario schema and catalog, contention profiles, batch sizing,
 scheme decisions and metrics. It imports neither simpy nor torch; the two engines
 (``simulator`` and ``runtime``) import it and carry out its decisions.
+
+The Python API (docs/api.md) is loaded on first use, so ``import lbsim`` stays light:
+``lbsim.simulate(path_or_scenario, scheme=..., overrides={...})``, ``lbsim.compare(...)`` and
+``lbsim.load(folder)`` (:mod:`lbsim.api`).
 """
 
+from __future__ import annotations
+
+from typing import Any
+
 __version__ = "0.1.0"
+__all__ = ["__version__", "compare", "load", "simulate"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("simulate", "compare", "load"):
+        from lbsim import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'lbsim' has no attribute {name!r}")

@@ -14,7 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from lbsim import __version__
 from lbsim.errors import InputError
+from lbsim.limits import MAX_JOBS
+from lbsim.metrics.writers import FORMATS
 
 SUMMARY_COLUMNS = (
     ("scheme", "scheme", "{}"),
@@ -74,30 +77,44 @@ def _check_scheme_names(option: str, names: Sequence[str]) -> None:
             raise InputError(option, f"unknown scheme {name!r}{hint}; valid: {', '.join(valid)}")
 
 
-def _run_one(scenario: Any, out: Path, label: str, *, trace: bool = False) -> dict[str, Any]:
+_ARGV: list[str] = []  # this invocation's arguments, for invocation.json
+SIMULATE_SHARE = 0.7  # of the progress bar; writing the files is the rest
+
+
+def _run_one(scenario: Any, out: Path, label: str, *, trace: str | None = None, fmt: str = "csv") -> dict[str, Any]:
+    from lbsim.metrics.writers import write_json
     from lbsim.output import write_run, write_scenario
     from lbsim.progress import LazyProgress
+    from lbsim.provenance import INVOCATION, invocation
     from simulator.run import simulate
 
     write_scenario(out, scenario)
-    with LazyProgress(label) as bar:
-        result = simulate(scenario, progress=bar.update)
-    write_run(out, result.iterations, result.updates, result.summary, result.decisions, result.numerics)
-    if trace:
-        _write_trace(out, scenario, result)
+    write_json(out / INVOCATION, invocation(["lbsim", *_ARGV]))
+    with LazyProgress(f"{label}: simulate") as bar:
+        result = simulate(scenario, progress=lambda f: bar.update(SIMULATE_SHARE * f))
+        shares = iter((SIMULATE_SHARE, 0.95, 0.97, 0.99))  # iterations is by far the largest table
+        write_run(out, result.iterations, result.updates, result.summary, result.decisions, result.numerics,
+                  fmt=fmt, on_file=lambda name: bar.update(next(shares, 0.99), f"{label}: write {name}"))  # type: ignore[arg-type]
+        if trace:
+            bar.update(0.99, f"{label}: write trace")
+            _write_trace(out, scenario, result, trace)
     return result.summary
 
 
-def _write_trace(out: Path, scenario: Any, result: Any) -> None:
-    """``out/trace.json``: the worker timelines in Chrome trace-event format (Perfetto)."""
-    from lbsim.metrics.trace import chrome_trace, trace_text
-    from lbsim.metrics.writers import atomic_write_text
+def _write_trace(out: Path, scenario: Any, result: Any, kind: str = "json") -> None:
+    """``out/trace.json`` (or ``trace.json.gz``): the worker timelines in Chrome trace-event format (Perfetto)."""
+    from lbsim.metrics.trace import chrome_trace, trace_bytes
+    from lbsim.metrics.writers import atomic_write_bytes
     from lbsim.scenario.resolve import resolve_workers
 
-    names = [f"w{w.index} {w.instance}" for w in resolve_workers(scenario)]
+    workers = resolve_workers(scenario)
+    names = [f"w{w.index} {w.instance}" for w in workers]
     meta = {k: result.summary.get(k) for k in ("scheme", "seed", "engine", "workers")}
-    trace = chrome_trace(result.iterations, result.updates, worker_names=names, metadata={"scenario": scenario.name, **meta})
-    atomic_write_text(out / "trace.json", trace_text(trace))
+    net = scenario.network
+    apply_each_s = net.apply_s / net.shards if getattr(net, "kind", "") == "parameter_server" else None
+    trace = chrome_trace(result.iterations, result.updates, worker_names=names, metadata={"scenario": scenario.name, **meta},
+                         nominal_compute_s=[w.compute_s for w in workers], apply_each_s=apply_each_s)
+    atomic_write_bytes(out / ("trace.json.gz" if kind == "gz" else "trace.json"), trace_bytes(trace, gz=kind == "gz"))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -112,11 +129,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         from lbsim.plots.style import matplotlib_figure_class
 
         matplotlib_figure_class()  # missing matplotlib is reported before anything runs
-    summary = _run_one(scenario, out, name, trace=args.trace)
-    if args.plots:
-        from lbsim.plots import plot_dir
+    from lbsim.run_folder import staged_run
 
-        plot_dir(out)
+    with staged_run(out) as stage:  # the folder holds this whole run, or the previous one
+        summary = _run_one(scenario, stage, name, trace=args.trace, fmt=args.format)
+        if args.plots:
+            from lbsim.plots import plot_dir
+
+            plot_dir(stage)
     if not args.quiet:
         _table([summary], f"{scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
         print(f"results in {out}/")
@@ -124,8 +144,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lbsim.metrics.summary import speedups, time_to_target_speedups
+    from lbsim.metrics.summary import add_speedups, compare_columns
     from lbsim.metrics.writers import atomic_write_text, csv_text
+    from lbsim.run_folder import staged_run
     from lbsim.scenario.loader import load_scenario
 
     names = [s.strip() for s in args.schemes.split(",") if s.strip()]
@@ -147,17 +168,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise InputError(err.path, f"{err.message} (with scheme {n} from --schemes)") from None
     _check_equal_work(scenarios, names)
     out = _out_dir(args, "compare")
-    summaries = [_run_one(sc, out / n, n) for sc, n in zip(scenarios, names, strict=True)]
-    for s, speedup in zip(summaries, speedups(summaries), strict=True):
-        s["speedup_vs_first"] = speedup
-    extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),)
-    if "time_to_target_s" in summaries[0]:  # numerics mode: which scheme reaches the target accuracy first
-        for s, speedup in zip(summaries, time_to_target_speedups(summaries), strict=True):
-            s["speedup_time_to_target_vs_first"] = speedup
-        extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
-                  ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
-    columns = list(dict.fromkeys(k for s in summaries for k in s))  # every scheme's fields, first seen first
-    atomic_write_text(out / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
+    with staged_run(out) as stage:  # every scheme's run and compare.csv, swapped in together
+        summaries = [_run_one(sc, stage / n, n, fmt=args.format) for sc, n in zip(scenarios, names, strict=True)]
+        extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),)
+        if add_speedups(summaries):  # numerics mode: which scheme reaches the target accuracy first
+            extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
+                      ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
+        columns = compare_columns(summaries)
+        atomic_write_text(stage / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
     if not args.quiet:
         _table(summaries, f"{scenarios[0].name or args.scenario} — same scenario and seed {summaries[0]['seed']}",
                extra=extra)
@@ -190,8 +208,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from lbsim.sweep.runner import run_sweep
     from simulator.run import simulate
 
-    if args.jobs is not None and args.jobs < 1:
-        raise InputError("-j", f"expected a number of worker processes >= 1, got {args.jobs}")
+    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError("-j", f"expected a number of worker processes >= 1 and <= {MAX_JOBS}, got {args.jobs}")
     if args.jobs is not None and args.scheduler:
         raise InputError("-j", "with --scheduler the Dask cluster's workers run the sweep; drop -j")
     sweep = load_sweep(args.sweep, args.set)  # every point is loaded and checked before anything runs
@@ -208,10 +226,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     backend = DaskPool.connect(args.scheduler) if args.scheduler else LocalPool(args.jobs)
     try:
         with SweepProgress(sweep.name, enabled=False if args.quiet else None) as bar:
-            report = run_sweep(sweep, out, engine=simulate, backend=backend, on_progress=bar.update)
+            report = run_sweep(sweep, out, engine=simulate, backend=backend, on_progress=bar.update, fmt=args.format)
     finally:
         if isinstance(backend, DaskPool):
             backend.client.close()
+    if report.earlier_versions:
+        print(f"lbsim: warning: {out} was started under lbsim {', '.join(report.earlier_versions)}; resumed under "
+              f"{__version__} (sweep.json lists every version; each run's provenance.json says which made it)",
+              file=sys.stderr)
     for run, error in report.failed:
         print(f"lbsim: run {run} failed: {error}", file=sys.stderr)
     if not args.quiet:
@@ -274,6 +296,12 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
         print(f"lbsim: the runtime needs the runtime extra ({err}): python3 -m pip install -e \".[runtime]\"", file=sys.stderr)
         return 1
     if command == "train":
+        from runtime.dist import launched_as_rank
+
+        if launched_as_rank():  # under torchrun: this process is one rank (torchrun started the others)
+            from runtime.worker import main as rank_main
+
+            return rank_main(_ARGV[_ARGV.index("train") + 1:])
         if args.scheme is not None:
             _check_scheme_names("--scheme", [args.scheme])
         from lbsim.scenario.loader import load_scenario
@@ -289,6 +317,13 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
         return _run_one(scenario, out, f"simulate {label}")  # imports simulator.run inside
 
     return commands.handle(commands.validate, args, _out_dir(args, "validate"), simulate_to)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from lbsim.calibration.command import run
+    from simulator.run import simulate
+
+    return run(args, simulate)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -315,7 +350,10 @@ def _one_line(text: object) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lbsim.calibration.command import add_arguments as calibration_arguments
+
     p = _Parser(prog="lbsim", description="Which synchronization scheme, how much faster, on my cluster?")
+    p.add_argument("--version", action="version", version=f"lbsim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def scenario_args(sp: argparse.ArgumentParser) -> None:
@@ -325,16 +363,24 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--out", help="output directory (default: runs/<scenario>/<scheme or compare>)")
         sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
+    def format_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--format", choices=FORMATS, default="csv",
+                        help="table format of iterations, updates, decisions, numerics (default csv; parquet: typed, ~9x smaller)")
+
     run = sub.add_parser("run", help="simulate one scenario under one scheme")
     scenario_args(run)
     run.add_argument("--scheme", help="scheme name, replacing the file's (see `lbsim schemes`)")
-    run.add_argument("--trace", action="store_true", help="also write trace.json (worker timelines for Perfetto / chrome://tracing)")
+    format_arg(run)
+    run.add_argument("--trace", nargs="?", const="json", choices=("json", "gz"),
+                     help="also write the worker timelines for Perfetto / chrome://tracing: trace.json, or with "
+                          "--trace gz trace.json.gz (gzip, ~8x smaller: for big runs)")
     run.add_argument("--plots", action="store_true", help="also write the run's figures (PNG, SVG) into DIR/plots/")
     run.set_defaults(func=cmd_run)
 
     cmp_ = sub.add_parser("compare", help="the same scenario and seed under several schemes")
     scenario_args(cmp_)
     cmp_.add_argument("--schemes", required=True, help="comma-separated scheme names, the first is the baseline")
+    format_arg(cmp_)
     cmp_.set_defaults(func=cmd_compare)
 
     swp = sub.add_parser("sweep", help="run a sweep: a base scenario x factors x seeds, in parallel, resumable")
@@ -346,6 +392,7 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("--out", help="output directory (default: runs/<sweep file name>)")
     swp.add_argument("--plots", action="store_true", help="also write the sweep's figures into DIR/plots/ at the end")
     swp.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
+    format_arg(swp)
     swp.set_defaults(func=cmd_sweep)
 
     plot = sub.add_parser("plot", help="figures (PNG, SVG) from a sweep or run output folder")
@@ -383,7 +430,13 @@ def build_parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="profile, run the runtime and the calibrated simulator, report their errors")
     runtime_args(val)
     val.add_argument("--schemes", help="comma-separated schemes to compare (default: bsp,lbbsp)")
+    val.add_argument("--repeats", type=int, default=1, metavar="K",
+                     help="repeat the whole comparison K times; report median and spread of each error (default 1)")
     val.set_defaults(func=cmd_validate)
+
+    cal = sub.add_parser("calibrate", help="fit t(b), links, overlap from measured step times; predict every row by simulation")
+    calibration_arguments(cal)
+    cal.set_defaults(func=cmd_calibrate)
 
     sub.add_parser("schemes", help="list the registered schemes and their parameters").set_defaults(func=cmd_schemes)
     cat = sub.add_parser("catalog", help="list instance types and model profiles with their sources")
@@ -394,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line ``argv``; returns the exit code (it never raises SystemExit)."""
+    _ARGV[:] = list(sys.argv[1:] if argv is None else argv)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as exit_:  # --help (0) or a usage error (2, already printed on one line)

@@ -1,41 +1,64 @@
 """Writing a run's results: the output contract of product.md, every file atomic.
 
+The commands write into a staging folder that replaces the run folder only when the run is
+complete (:mod:`lbsim.run_folder`), so a run folder never mixes two runs.
 ``DIR/scenario.resolved.yaml`` is written first (so a failed run still says what it ran), then
-``DIR/iterations.csv``, ``DIR/updates.csv`` and, for schemes that log their decisions,
-``DIR/decisions.csv`` (e.g. ElasticBSP's supersteps), in numerics mode ``DIR/numerics.csv``
-(held-out loss and accuracy against update count and simulated time), and ``DIR/summary.json`` last: a summary's
-presence means the run's results are complete.
+the tables in the chosen format (:data:`lbsim.metrics.writers.FORMATS`: ``.csv`` or
+``.parquet``): ``iterations``, ``updates`` and, for schemes that log their decisions,
+``decisions`` (e.g. ElasticBSP's supersteps), in numerics mode ``numerics`` (held-out loss and
+accuracy against update count and simulated time); then ``provenance.json`` (versions,
+:mod:`lbsim.provenance`) and ``summary.json`` last: a summary's presence means the run's
+results are complete. Tables are written column-wise from the records' numpy columns.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import astuple
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lbsim.metrics.records import ITERATION_COLUMNS, UPDATE_COLUMNS, IterationRecord, UpdateRecord
-from lbsim.metrics.writers import atomic_write_text, write_csv, write_json
+from lbsim.metrics.records import IterationTable, RecordTable, UpdateTable
+from lbsim.metrics.writers import Format, atomic_write_text, rows_to_columns, write_json, write_table
+from lbsim.provenance import PROVENANCE, provenance
 from lbsim.scenario.loader import dump_scenario
 from lbsim.scenario.schema import Scenario
+
+TABLES = ("iterations", "updates", "decisions", "numerics")
 
 
 def write_scenario(out: Path, scenario: Scenario) -> None:
     atomic_write_text(out / "scenario.resolved.yaml", dump_scenario(scenario))
 
 
+def _columns(records: Sequence[Any], kind: type[RecordTable]) -> dict[str, Any]:
+    table = records if isinstance(records, kind) else kind.from_records(records)
+    return table.columns  # type: ignore[no-any-return]
+
+
 def write_run(
     out: Path,
-    iterations: Sequence[IterationRecord],
-    updates: Sequence[UpdateRecord],
+    iterations: Sequence[Any],
+    updates: Sequence[Any],
     summary: dict[str, Any],
     decisions: Sequence[dict[str, Any]] = (),
     numerics: Sequence[dict[str, float]] = (),
+    *,
+    fmt: Format = "csv",
+    engine: str | None = None,
+    on_file: Callable[[str], None] | None = None,
 ) -> None:
-    write_csv(out / "iterations.csv", ITERATION_COLUMNS, (astuple(r) for r in iterations))
-    write_csv(out / "updates.csv", UPDATE_COLUMNS, (astuple(u) for u in updates))
-    for name, rows in (("decisions.csv", decisions), ("numerics.csv", numerics)):
-        if rows:
-            columns = list(rows[0])
-            write_csv(out / name, columns, ([row.get(c) for c in columns] for row in rows))
+    """Write the run's tables as ``fmt``, ``provenance.json``, then ``summary.json``.
+
+    ``on_file(name)`` is called before each file is written (a progress display's hook).
+    """
+    tables: list[tuple[str, Any]] = [("iterations", lambda: _columns(iterations, IterationTable)),
+                                     ("updates", lambda: _columns(updates, UpdateTable))]
+    for name, rows in (("decisions", decisions), ("numerics", numerics)):
+        if len(rows):
+            tables.append((name, lambda rows=rows: rows_to_columns(rows)))
+    for name, columns in tables:
+        if on_file is not None:
+            on_file(f"{name}.{fmt}")
+        write_table(out / f"{name}.{fmt}", columns(), fmt)
+    write_json(out / PROVENANCE, provenance(engine or summary.get("engine")))
     write_json(out / "summary.json", summary)

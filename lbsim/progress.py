@@ -28,7 +28,10 @@ class LazyProgress:
         self._t0 = time.monotonic()
         return self
 
-    def update(self, fraction: float) -> None:
+    def update(self, fraction: float, description: str | None = None) -> None:
+        """Set the bar to ``fraction`` (0..1) and, if given, its label (e.g. the file being written)."""
+        if description is not None:
+            self.label = description
         if not self.enabled:
             return
         if self._bar is None:
@@ -40,7 +43,7 @@ class LazyProgress:
             )
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=1.0)
-        self._bar.update(self._task, completed=fraction)  # type: ignore[arg-type]
+        self._bar.update(self._task, completed=fraction, description=self.label)  # type: ignore[arg-type]
 
     def __exit__(self, exc_type: type | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if self._bar is not None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.run_folder import staged_run
 from runtime.config import check_runnable, uses_server, world_size
 from runtime.worker import Job, Task, options_from_args
 
@@ -28,19 +29,24 @@ def _load(args: Any, scheme: str | None) -> Any:
 def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
     from lbsim.progress import LazyProgress
     from runtime.launch import launch
+    from runtime.validate import Monotone
 
     with LazyProgress(label, enabled=None if not quiet else False) as bar:
-        launch(job, nproc, progress=bar.update)
+        launch(job, nproc, progress=Monotone(bar.update))
 
 
 def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], str], None]) -> int:
     scenario = _load(args, args.scheme)
     options = options_from_args(args)
     n = check_runnable(scenario, options, nproc=args.nproc)
-    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
-              tasks=(Task("train", str(out.resolve()), scheme=args.scheme),))
-    _launch(job, n, f"runtime {scenario.scheme.kind}", args.quiet)
-    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    from runtime.launch import RuntimeFailure
+
+    # a crashed rank's run is still one complete record (failure.json, the rounds before it): swapped in too
+    with staged_run(out, keep_on=(RuntimeFailure,)) as stage:
+        job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+                  tasks=(Task("train", str(stage), scheme=args.scheme),))
+        _launch(job, n, f"runtime {scenario.scheme.kind}", args.quiet)
+        summary = json.loads((stage / "summary.json").read_text(encoding="utf-8"))
     if not args.quiet:
         summary_table([summary], f"{scenario.name or args.scenario} — runtime, {n} ranks ({options.backend}, "
                                  f"{options.contention} contention)")
@@ -52,10 +58,11 @@ def profile(args: Any, out: Path) -> int:
     scenario = _load(args, None)
     options = options_from_args(args)
     n = _check_profile(scenario, options, args.nproc)
-    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
-              tasks=(Task("profile", str(out.resolve())),))
-    _launch(job, n, "profile", args.quiet)
-    cal = json.loads((out / "profile.json").read_text(encoding="utf-8"))
+    with staged_run(out) as stage:
+        job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+                  tasks=(Task("profile", str(stage)),))
+        _launch(job, n, "profile", args.quiet)
+        cal = json.loads((stage / "profile.json").read_text(encoding="utf-8"))
     if not args.quiet:
         print_calibration(cal)
         print(f"calibration in {out}/calibration.yaml (merged: {out}/scenario.calibrated.yaml)")
@@ -85,12 +92,6 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     with the figures measured just before it, the simulator with both profiles pooled, so a machine
     whose speed drifts during the run (other tenants) is not counted as simulator error.
     """
-    from lbsim.metrics.writers import write_json
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_workers
-    from runtime.profile import calibration, pool
-    from runtime.validate import compare_runs, validation_report
-
     names = _scheme_list(args.schemes)
     options = options_from_args(args)
     n = 0
@@ -102,31 +103,61 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     if args.nproc is not None and args.nproc != n:
         server = " (the workers plus a parameter server)" if any(uses_server(s) for s in names) else ""
         raise InputError("--nproc", f"validating {', '.join(names)} needs {n} processes{server}; give --nproc {n} or leave it out")
-    out = out.resolve()
-    tasks = []
-    for name in names:  # each run bracketed by two profiles of its own (its scheme's sizing call included)
-        tasks += [Task("profile", str(out / "profile" / name / "before"), scheme=name),
-                  Task("train", str(out / "runtime" / name), scheme=name, calibrated=True),
-                  Task("profile", str(out / "profile" / name / "after"), scheme=name)]
-    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options, tasks=tuple(tasks))
-    _launch(job, n, "validate (runtime)", args.quiet)
-    entries, calibrations = {}, {}
-    for name in names:
-        raws = [json.loads((out / "profile" / name / when / "profile.json").read_text(encoding="utf-8"))["measurements"]
-                for when in ("before", "after")]
-        base = load_scenario(args.scenario, args.set, scheme=name)
-        cal = calibration(base, resolve_workers(base), pool(*raws))
-        write_json(out / "simulator" / name / "calibration.json", cal)
-        scenario = load_scenario(args.scenario, [*args.set, *cal["sets"]], scheme=name)
-        simulate_to(scenario, out / "simulator" / name, name)
-        entries[name] = compare_runs(out / "runtime" / name, out / "simulator" / name)
-        calibrations[name] = cal
-    report = validation_report(str(args.scenario), calibrations, entries)
-    write_json(out / "validation.json", report)
+    repeats = int(getattr(args, "repeats", 1) or 1)
+    if repeats < 1:
+        raise InputError("--repeats", f"must be >= 1, got {repeats}")
+    with staged_run(out) as stage:  # the whole validation (profiles, runs, reports) is swapped in at the end
+        reports, summary = _validate_into(stage.resolve(), args, names, options, n, simulate_to, repeats)
     if not args.quiet:
-        print_validation(report, title=f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks")
+        title = f"{args.scenario}: simulator (calibrated) vs runtime, {n} ranks"
+        if summary is None:
+            print_validation(reports[0], title=title)
+        else:
+            print_repeats(summary, title=f"{title}, {repeats} repeats: median (min, max) of each error")
         print(f"results in {out}/validation.json")
     return 0
+
+
+def _validate_into(out: Path, args: Any, names: list[str], options: Any, n: int,
+                   simulate_to: Callable[[Any, Path, str], dict[str, Any]],
+                   repeats: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Run the validation into ``out``; each repeat's reports, and their summary when ``repeats > 1``."""
+    from lbsim.metrics.writers import write_json
+    from lbsim.scenario.loader import load_scenario
+    from lbsim.scenario.resolve import resolve_workers
+    from runtime.profile import calibration, pool
+    from runtime.validate import compare_runs, repeat_summary, validation_report
+
+    # one set of processes for every repeat, so one progress bar over all of them
+    dirs = [out] if repeats == 1 else [out / f"repeat_{r + 1}" for r in range(repeats)]
+    tasks = []
+    for d in dirs:
+        for name in names:  # each run bracketed by two profiles of its own (its scheme's sizing call included)
+            tasks += [Task("profile", str(d / "profile" / name / "before"), scheme=name),
+                      Task("train", str(d / "runtime" / name), scheme=name, calibrated=True),
+                      Task("profile", str(d / "profile" / name / "after"), scheme=name)]
+    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options, tasks=tuple(tasks))
+    _launch(job, n, "validate (runtime)", args.quiet)
+    reports = []
+    for d in dirs:
+        entries, calibrations = {}, {}
+        for name in names:
+            raws = [json.loads((d / "profile" / name / when / "profile.json").read_text(encoding="utf-8"))["measurements"]
+                    for when in ("before", "after")]
+            base = load_scenario(args.scenario, args.set, scheme=name)
+            cal = calibration(base, resolve_workers(base), pool(*raws))
+            write_json(d / "simulator" / name / "calibration.json", cal)
+            scenario = load_scenario(args.scenario, [*args.set, *cal["sets"]], scheme=name)
+            simulate_to(scenario, d / "simulator" / name, name)
+            entries[name] = compare_runs(d / "runtime" / name, d / "simulator" / name)
+            calibrations[name] = cal
+        reports.append(validation_report(str(args.scenario), calibrations, entries))
+        write_json(d / "validation.json", reports[-1])
+    summary = None
+    if repeats > 1:
+        summary = repeat_summary(str(args.scenario), reports)
+        write_json(out / "validation.json", summary)
+    return reports, summary
 
 
 def _scheme_list(text: str | None) -> list[str]:
@@ -171,6 +202,28 @@ def print_validation(report: dict[str, Any], *, title: str) -> None:
     for name, entry in report["schemes"].items():
         table.add_row(name, *(fmt(entry) for _, fmt in TABLE))
     Console(width=max(160, Console().width), file=sys.stdout).print(table)
+
+
+def print_repeats(summary: dict[str, Any], *, title: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from runtime.validate import REPEAT_METRICS
+
+    table = Table(title=title)
+    table.add_column("scheme")
+    for m in REPEAT_METRICS:
+        table.add_column(m, justify="right")
+    for name, stats in summary["schemes"].items():
+        table.add_row(name, *(_stat(stats.get(m)) for m in REPEAT_METRICS))
+    Console(width=max(160, Console().width), file=sys.stdout).print(table)
+    print(summary["error_definition"])
+
+
+def _stat(st: dict[str, Any] | None) -> str:
+    if not st or st.get("median") is None:
+        return "n/a"
+    return f"{st['median']:+.1%} ({st['min']:+.1%}, {st['max']:+.1%})"
 
 
 def run_failed(err: BaseException) -> int:

@@ -19,12 +19,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_HISTORY
 
 SYNC_SCHEMES = ("bsp", "static", "lbbsp", "loft")
 """Schemes the runtime runs as a barrier and an all-reduce per round (:mod:`runtime.loop`)."""
 PS_SCHEMES = ("asp", "ssp", "dssp", "elastic_bsp", "wbsp")
 """Schemes the runtime runs with a parameter-server rank (:mod:`runtime.ps`, :mod:`runtime.wbsp`)."""
 SUPPORTED_SCHEMES = SYNC_SCHEMES + PS_SCHEMES
+
+MAX_THREADS = 1024  # torch threads per rank: more segfaults torch (tried: 100,000), far more than any core count
 
 
 def uses_server(scheme: str) -> bool:
@@ -97,8 +100,8 @@ def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
     if model not in models.MODELS:
         raise InputError("--model", f"unknown model {model!r}; valid: {', '.join(models.MODELS)}")
     hidden = int(pick(options.hidden, "hidden", default=models.DEFAULT_HIDDEN))
-    if hidden <= 0:
-        raise InputError("--hidden", f"must be > 0, got {hidden}")
+    if not 0 < hidden <= MAX_HISTORY:  # the same bound as numerics.hidden
+        raise InputError("--hidden", f"must be > 0 and <= {MAX_HISTORY}, got {hidden}")
     lr = float(pick(options.lr, "lr", "learning_rate", default=optim.DEFAULT_LR))
     if lr <= 0:
         raise InputError("--lr", f"must be > 0, got {lr}")
@@ -143,8 +146,8 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
         select_workers(byzantine.workers, resolve_workers(scenario), "numerics.byzantine.workers")
     if options.contention == "real" and getattr(scenario.scheme, "predictor", None) == "oracle":
         raise InputError("scheme.predictor", "oracle needs the future slowdown, which the runtime knows only with --contention emulated")
-    if options.threads < 1:
-        raise InputError("--threads", f"must be >= 1, got {options.threads}")
+    if not 1 <= options.threads <= MAX_THREADS:
+        raise InputError("--threads", f"must be >= 1 and <= {MAX_THREADS}, got {options.threads}")
     if options.timeout_s <= 0:
         raise InputError("--timeout-s", f"must be > 0, got {options.timeout_s}")
     n = len(resolve_workers(scenario))

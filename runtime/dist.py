@@ -66,9 +66,18 @@ def init_group(*, rank: int, world: int, local_rank: int, master_addr: str, mast
     return RankInfo(rank, world, local_rank, backend, device)
 
 
+RENDEZVOUS_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def launched_as_rank() -> bool:
+    """Whether ``torchrun`` (or a user, for ``env://``) started this process as one rank of a job:
+    the rendezvous variables are all set. ``lbsim train`` then runs as that rank, not as a launcher."""
+    return all(k in os.environ for k in RENDEZVOUS_ENV)
+
+
 def env_rank() -> dict[str, Any]:
     """The rendezvous that ``torchrun`` (or a user) put in the environment."""
-    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    missing = [k for k in RENDEZVOUS_ENV if k not in os.environ]
     if missing:
         raise RuntimeError(f"not started by torchrun: {', '.join(missing)} not set in the environment")
     return {

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from lbsim.metrics.records import ITERATION_COLUMNS, UPDATE_COLUMNS, IterationRecord, UpdateRecord
-from lbsim.metrics.writers import csv_text, write_json
+from lbsim.metrics.writers import atomic_write_text, csv_text, write_json
 
 # Fields of one rank's observation row (float64), in order.
 FIELDS = ("round", "batch", "start_s", "compute_end_s", "cpu_available", "mem_available", "cpu_measured",
@@ -143,6 +143,6 @@ def salvage(out: Path, failure: dict[str, Any]) -> None:
         if part.exists():
             os.replace(part, final)
         elif not final.exists():
-            final.write_text(_rows_text(cols, [], header=True), encoding="utf-8")
+            atomic_write_text(final, _rows_text(cols, [], header=True))
     if not (out / "failure.json").exists():
         write_json(out / "failure.json", failure)

@@ -15,6 +15,11 @@ simulator error.
   when the sizing converges to the same split, so ``mean_batch`` (the same distance between each
   worker's mean batch over the run) is reported too.
 
+``--repeats K`` runs the whole comparison K times (``repeat_1`` … ``repeat_K``, each with its own
+bracketing profiles) and reports, per scheme and error, the median, min, max and the spread
+(max − min) over the repeats (:func:`repeat_summary`); the sign convention is the same
+(positive: the simulator is slower / higher than the runtime).
+
 The engines' outputs are read back from their run directories (``summary.json``, ``iterations.csv``),
 so a comparison can be redone from saved runs.
 """
@@ -31,6 +36,46 @@ from runtime.config import uses_server
 
 METRICS = ("mean_iteration_s", "throughput_samples_per_s", "p99_iteration_s", "mean_barrier_wait_s", "wait_fraction",
            "fetch_fraction")
+
+
+REPEAT_METRICS = ("mean_iteration_s", "throughput_samples_per_s", "batch_trajectory", "mean_batch", "staleness_mean",
+                  "final_accuracy")
+
+
+class Monotone:
+    """A progress callback that never goes backwards (a restarted rank or phase reports less)."""
+
+    def __init__(self, update: Any) -> None:
+        self.update = update
+        self.best = 0.0
+
+    def __call__(self, fraction: float) -> None:
+        if fraction > self.best:
+            self.best = min(1.0, float(fraction))
+            self.update(self.best)
+
+
+def repeat_summary(scenario: str, reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """Median, min, max and spread of every scheme's errors over repeated validations (pure)."""
+    import statistics
+
+    schemes: dict[str, dict[str, Any]] = {}
+    for name in reports[0]["schemes"]:
+        stats: dict[str, Any] = {}
+        for m in REPEAT_METRICS:
+            vals = [r["schemes"][name]["error"].get(m) for r in reports if name in r["schemes"]]
+            vals = [v for v in vals if v is not None]
+            stats[m] = ({"median": float(f"{statistics.median(vals):.6g}"), "min": min(vals), "max": max(vals),
+                         "spread": float(f"{max(vals) - min(vals):.6g}"), "values": vals} if vals else None)
+        schemes[name] = stats
+    return {
+        "scenario": scenario,
+        "repeats": len(reports),
+        "error_definition": "errors (simulator - runtime) / runtime (staleness, accuracy: simulator - runtime); "
+                            "positive = simulator slower/higher; median (min, max) over repeats",
+        "schemes": schemes,
+        "runs": [f"repeat_{i + 1}/validation.json" for i in range(len(reports))],
+    }
 
 
 def read_batches(run_dir: Path) -> dict[int, dict[int, int]]:

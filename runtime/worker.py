@@ -226,7 +226,13 @@ def _report(rank: int, err: BaseException, hb: Any, task: Task | None, status: P
 
 def spawn_entry(rank: int, world: int, port: int, job: Job, shared: Any, status: str) -> None:
     """Target of the launcher's processes: one rank on 127.0.0.1."""
+    import multiprocessing
+
     from runtime.dist import Heartbeat, init_group
+    from runtime.lifeline import die_with_parent
+
+    launcher = multiprocessing.parent_process()
+    die_with_parent(launcher.pid if launcher is not None else None)  # a killed launcher takes its ranks along
 
     hb = Heartbeat(shared, rank)
     status_dir = Path(status)
@@ -260,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     from lbsim.scenario.loader import load_scenario
     from runtime.config import check_runnable
     from runtime.dist import Heartbeat, RankInfo, env_rank
+    from runtime.lifeline import die_with_parent
 
+    die_with_parent()  # a dead torchrun agent takes its ranks along
     args = build_parser().parse_args(["train", *(sys.argv[1:] if argv is None else argv)])
     options = options_from_args(args)
     env = env_rank()
@@ -287,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         dist.destroy_process_group()
 
     _run()
-    if env["rank"] == 0:
+    if env["rank"] == 0 and not args.quiet:
         print(f"results in {out}/")
     return 0
 

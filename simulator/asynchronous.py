@@ -18,6 +18,7 @@ from collections.abc import Generator
 from typing import Any
 
 from lbsim.metrics.run_end import cut_row
+from lbsim.network.parameter_server import link_s
 from lbsim.schemes.gate import Gate
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
@@ -54,7 +55,8 @@ class AsyncDriver:
         nic_in, nic_out, applier = ps.nic_in, ps.nic_out, ps.applier
         hold_s, apply_s, latency_s = ps.server_hold_s, ps.apply_each_s, ps.config.latency_s
         grad_bytes, link = env.gradient_bytes, bytes_per_s(spec.bandwidth_gbps)
-        t0, speed = spec.t0_s, spec.samples_per_s
+        shared = ps.shared[w]  # on a node with other workers: transfers queue for its NIC
+        t0, speed, curve = spec.t0_s, spec.samples_per_s, spec.compute_curve
         timeout, record, updates, target = env.timeout, env.iterations.add, env.updates, env.update_target
         sample_target = env.sample_target
         open_rows = env.open_rows
@@ -71,22 +73,26 @@ class AsyncDriver:
             if fetcher is not None:
                 yield from fetcher.fetch(w, local, batch - local)
             compute_start = env._now  # == start without a data section
-            compute_end = compute_end_of(compute_start, (t0 + batch / speed) * factor_of(it))
+            work = (t0 + batch / speed) if curve is None else curve.step_s(batch)  # spec.compute_s, inlined
+            compute_end = compute_end_of(compute_start, work * factor_of(it))
             yield timeout(compute_end - compute_start)
             # push: the server's inbound NIC, then what is left of the worker's own link, + latency
             requested = env._now
-            own_s = grad_bytes * network_factor(requested) / link
-            if nic_in.busy or nic_in.waiting:
-                yield nic_in.request()
-            else:  # Lane.request on a free server, inlined: granted now (timeout(0) == a succeeded event)
-                nic_in.busy = True
-                yield timeout(0)
-            yield timeout(hold_s)
-            if nic_in.waiting:
-                nic_in.release()
+            if shared:  # a node shared with other workers: queue for its NIC (ParameterServer.push)
+                yield from ps.push(w)
             else:
-                nic_in.busy = False  # Lane.release with nobody waiting
-            yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
+                own_s = link_s(grad_bytes, network_factor(requested), link)
+                if nic_in.busy or nic_in.waiting:
+                    yield nic_in.request()
+                else:  # Lane.request on a free server, inlined: granted now (timeout(0) == a succeeded event)
+                    nic_in.busy = True
+                    yield timeout(0)
+                yield timeout(hold_s)
+                if nic_in.waiting:
+                    nic_in.release()
+                else:
+                    nic_in.busy = False  # Lane.release with nobody waiting
+                yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
             comm = env._now - compute_end
             # the serial apply queue
             if applier.busy or applier.waiting:
@@ -115,6 +121,7 @@ class AsyncDriver:
             if env._progress is not None:
                 env._progress(env.progress_fraction())
             if numerics is not None:
+                assert read is not None and samples is not None  # both set whenever numerics are on
                 numerics.push(w, read, samples, env._now)
             tick(w)
             final = env.stopped or (target is not None and updates._n >= target) or (
@@ -127,18 +134,21 @@ class AsyncDriver:
                 if numerics is not None:
                     read = numerics.weights()
                 requested = env._now
-                own_s = grad_bytes * network_factor(requested) / link
-                if nic_out.busy or nic_out.waiting:
-                    yield nic_out.request()
+                if shared:  # ParameterServer.pull: queue for the shared node's NIC
+                    yield from ps.pull(w)
                 else:
-                    nic_out.busy = True
-                    yield timeout(0)
-                yield timeout(hold_s)
-                if nic_out.waiting:
-                    nic_out.release()
-                else:
-                    nic_out.busy = False
-                yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
+                    own_s = link_s(grad_bytes, network_factor(requested), link)
+                    if nic_out.busy or nic_out.waiting:
+                        yield nic_out.request()
+                    else:
+                        nic_out.busy = True
+                        yield timeout(0)
+                    yield timeout(hold_s)
+                    if nic_out.waiting:
+                        nic_out.release()
+                    else:
+                        nic_out.busy = False
+                    yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
                 comm += env._now - pull_start
             end = env._now
             compute_s = compute_end - compute_start

@@ -44,10 +44,12 @@ import numpy as np
 from lbsim.contention.model import WorkerContention, _combined
 from lbsim.contention.sources import StepSource
 from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES
+from lbsim.network.overlap import exposed_comm_s
+from lbsim.scenario.resolve import overlap_params
 from lbsim.scenario.sections import RingAllReduceConfig
 from lbsim.schemes.base import RoundObservation, WorkerColumns
 from simulator.env import SimEnv
-from simulator.network import bytes_per_s
+from simulator.network import allreduce_plan
 
 JITTER_BLOCK = 128  # jitter draws per worker fetched at a time
 
@@ -101,7 +103,9 @@ class _Factors:
         self.params = []
         for w in jit:
             s2 = math.log1p(contention[w].jitter_cv ** 2)
-            self.params.append((contention[w].rng, -s2 / 2, math.sqrt(s2)))
+            rng = contention[w].rng
+            assert rng is not None  # jittered workers have their stream (filtered above)
+            self.params.append((rng, -s2 / 2, math.sqrt(s2)))
         self.block: np.ndarray | None = None
         self.base = 0
         self.next_round = 0
@@ -137,24 +141,19 @@ class FastSync:
         self.n = len(ws)
         self.t0 = np.array([w.t0_s for w in ws], dtype=np.float64)
         self.speed = np.array([w.samples_per_s for w in ws], dtype=np.float64)
-        self.link = np.array([bytes_per_s(w.bandwidth_gbps) for w in ws], dtype=np.float64)
+        self.curves = [w.index for w in ws if w.compute_curve is not None]  # tabulated t(b): per worker
+        self.plan = allreduce_plan(env, env.scenario.network)  # type: ignore[arg-type]
+        self.overlap = overlap_params(env.scenario)
         self.cont = env.contention
         self.compute = _Segments([c.compute for c in env.contention])
         self.network = _Segments([c.network for c in env.contention])
         self.factors = _Factors(env.contention)
 
     def _ring_s(self, now: float) -> float:
-        """:func:`simulator.network.ring_allreduce_s` over all workers, starting at ``now``."""
-        cfg: RingAllReduceConfig = self.env.scenario.network  # type: ignore[assignment]
-        n = self.n
-        if n <= 1:
+        """:func:`simulator.network.ring_allreduce_s` (the same plan), starting at ``now``."""
+        if self.n <= 1:
             return 0.0
-        nf = self.network.at(now)
-        if cfg.bandwidth_gbps is not None:
-            bw = bytes_per_s(cfg.bandwidth_gbps) / float(nf.max())
-        else:
-            bw = float((self.link / nf).min())
-        return 2 * (n - 1) * cfg.alpha_s + 2 * (n - 1) / n * self.env.gradient_bytes / bw
+        return self.plan.duration_s(self.env.gradient_bytes, self.network.at(now))
 
     def run(self) -> None:
         env, n, scheme = self.env, self.n, self.scheme
@@ -171,6 +170,8 @@ class FastSync:
         while env.may_update():
             # -- compute: every worker starts at t ------------------------------------------
             work = (self.t0 + batches / self.speed) * factors
+            for w in self.curves:  # WorkerSpec.compute_s with a tabulated curve
+                work[w] = self.env.workers[w].compute_s(int(batches[w])) * factors[w]
             f = self.compute.at(t)
             lf = work * f
             end = t + lf
@@ -181,8 +182,12 @@ class FastSync:
                     end[w] = cont[w].compute_end(t, float(work[w]))
             fired = t + (end - t)  # when SimPy's timeout fires
             order = order[np.argsort(fired[order], kind="stable")]
-            ring_start = float(fired[order[-1]])
-            update_s = ring_start + self._ring_s(ring_start)
+            last = int(order[-1])
+            ring_start = float(fired[last])
+            comm_s = self._ring_s(ring_start)
+            if self.overlap.enabled:  # hidden under the last worker's backward, as SyncDriver._ring
+                comm_s = exposed_comm_s(comm_s, float(end[last] - t), self.overlap)
+            update_s = ring_start + comm_s
             if budget is not None and update_s >= budget:
                 env._now = budget  # the budget's timeout ends the run first
                 env.stopped = True

@@ -1,6 +1,7 @@
 """Communication: a parameter server with a shared NIC and serial apply queue, or a ring.
 
-Parameter server (``k`` shards, each with a NIC of ``B_ps`` per direction):
+Parameter server (``k`` shards, each with a NIC of ``B_ps`` per direction; the formulas are in
+:mod:`lbsim.network.parameter_server`; workers sharing a node queue for its NIC):
 * A transfer of S bytes between worker w and the server needs the server side for
   ``S / (k B_ps)`` (a FIFO queue per direction: pushes in, pulls out — the shared bottleneck) and
   cannot finish before ``S / B_w(t)`` after it was requested (the worker's own link, slowed by
@@ -8,9 +9,11 @@ Parameter server (``k`` shards, each with a NIC of ``B_ps`` per direction):
   ``max(n S / (k B_ps), S / B_w)`` — the textbook PS bound.
 * The server applies gradients one at a time, ``apply_s / k`` each (a serial resource).
 
-Ring all-reduce (alpha-beta): ``T = 2(n-1) alpha + 2 (n-1)/n * S / B_min``, with ``B_min`` the
-slowest worker's effective bandwidth at the moment the ring starts (the ring runs at its slowest
-hop).
+All-reduce (``network: ring_allreduce``): the duration over the cluster's nodes and links is
+:class:`lbsim.network.topology.AllReducePlan` (formulas in :mod:`lbsim.network.collectives`),
+with each node's links slowed by its workers' network contention at the moment it starts. With
+one worker per node the flat ring is ``T = 2(n-1) alpha + 2 (n-1)/n * S / B_min``, ``B_min`` the
+slowest worker's effective bandwidth (the ring runs at its slowest hop).
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from typing import Any
 
 import simpy
 
+from lbsim.network.collectives import bytes_per_s
+from lbsim.network.parameter_server import link_s, server_hold_s
+from lbsim.network.topology import AllReducePlan, topology_of
 from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
 
-
-def bytes_per_s(gbps: float) -> float:
-    return gbps * 1e9 / 8.0
+__all__ = ["AllReducePlan", "Lane", "ParameterServer", "allreduce_plan", "bytes_per_s", "ring_allreduce_s"]
 
 
 class Lane:
@@ -92,17 +96,45 @@ class ParameterServer:
             self.nic_in = simpy.Resource(env, capacity=1)
             self.nic_out = simpy.Resource(env, capacity=1)
             self.applier = simpy.Resource(env, capacity=1)
-        self.server_hold_s = env.gradient_bytes / (config.shards * bytes_per_s(config.server_bandwidth_gbps))
+        self.server_hold_s = server_hold_s(env.gradient_bytes, config.shards, bytes_per_s(config.server_bandwidth_gbps))
         self.apply_each_s = config.apply_s / config.shards
-        # per worker: gradient bytes over the worker's own nominal link (seconds, before contention)
-        self.link_s = [env.gradient_bytes / bytes_per_s(w.bandwidth_gbps) for w in env.workers]
+        # nodes shared by several workers: a FIFO per node and direction for its NIC, and the node's
+        # members (the node's network slowdown is its most slowed worker's)
+        self.members: dict[int, list[int]] = {}
+        for w in env.workers:
+            if w.node_size > 1:
+                self.members.setdefault(w.node, []).append(w.index)
+        self.node_in: dict[int, Any] = {k: self._queue() for k in self.members}
+        self.node_out: dict[int, Any] = {k: self._queue() for k in self.members}
+        self.shared = [w.node_size > 1 for w in env.workers]
 
-    def _transfer(self, worker: int, nic: Any) -> Generator[Any, Any, None]:
+    def _queue(self) -> Any:
+        return Lane(self.env) if self.lanes else simpy.Resource(self.env, capacity=1)
+
+    def _transfer(self, worker: int, nic: Any, node_nics: dict[int, Any]) -> Generator[Any, Any, None]:
+        if not self.shared[worker]:
+            yield from self._cross(worker, nic, self.env.contention[worker].network_factor(self.env.now))
+            return
+        node = self.env.workers[worker].node
+        queue = node_nics[node]
+        if self.lanes:
+            yield queue.request()
+            yield from self._cross(worker, nic, self._node_factor(node))
+            queue.release()
+        else:
+            with queue.request() as req:
+                yield req
+                yield from self._cross(worker, nic, self._node_factor(node))
+
+    def _node_factor(self, node: int) -> float:
+        now, contention = self.env.now, self.env.contention
+        return max(contention[m].network_factor(now) for m in self.members[node])
+
+    def _cross(self, worker: int, nic: Any, factor: float) -> Generator[Any, Any, None]:
+        """The server's NIC (queued) and the node's NIC at once, then one latency."""
         env = self.env
         requested = env.now
-        own_s = env.gradient_bytes * env.contention[worker].network_factor(requested) / bytes_per_s(
-            env.workers[worker].bandwidth_gbps
-        )
+        own_s = link_s(env.gradient_bytes, factor, bytes_per_s(env.workers[worker].bandwidth_gbps))
         if self.lanes:
             yield nic.request()
             yield env.timeout(self.server_hold_s)
@@ -116,11 +148,11 @@ class ParameterServer:
 
     def push(self, worker: int) -> Generator[Any, Any, None]:
         """Send one gradient to the server (returns when it has arrived)."""
-        yield from self._transfer(worker, self.nic_in)
+        yield from self._transfer(worker, self.nic_in, self.node_in)
 
     def pull(self, worker: int) -> Generator[Any, Any, None]:
         """Fetch the current weights from the server."""
-        yield from self._transfer(worker, self.nic_out)
+        yield from self._transfer(worker, self.nic_out, self.node_out)
 
     def apply(self) -> Generator[Any, Any, None]:
         """Wait for the serial apply queue, then apply one gradient."""
@@ -134,15 +166,13 @@ class ParameterServer:
             yield self.env.timeout(self.apply_each_s)
 
 
-def ring_allreduce_s(env: Any, config: RingAllReduceConfig, members: range | list[int]) -> float:
-    """Duration of one ring all-reduce among ``members`` starting now."""
-    n = len(members)
-    if n <= 1:
-        return 0.0
+def allreduce_plan(env: Any, config: RingAllReduceConfig) -> AllReducePlan:
+    """The all-reduce over the scenario's nodes and links (``config.bandwidth_gbps`` sets every NIC)."""
+    topo = topology_of(env.workers, nic_gbps=config.bandwidth_gbps, nic_latency_s=config.alpha_s)
+    return AllReducePlan(topo, config.algorithm)
+
+
+def ring_allreduce_s(env: Any, plan: AllReducePlan) -> float:
+    """Duration of one all-reduce among all workers starting now (their network contention now)."""
     now = env.now
-    if config.bandwidth_gbps is not None:
-        worst = max(env.contention[w].network_factor(now) for w in members)
-        bw = bytes_per_s(config.bandwidth_gbps) / worst
-    else:
-        bw = min(bytes_per_s(env.workers[w].bandwidth_gbps) / env.contention[w].network_factor(now) for w in members)
-    return 2 * (n - 1) * config.alpha_s + 2 * (n - 1) / n * env.gradient_bytes / bw
+    return plan.duration_s(env.gradient_bytes, [c.network_factor(now) for c in env.contention])

@@ -5,8 +5,11 @@ samples when the scenario places the data (:mod:`simulator.fetch`; which samples
 the scheme's choice or uniform sampling), compute (integrating its contention exactly), then
 communicate:
 
-* ring all-reduce — arrive at the barrier; when the round's last worker arrives the ring runs
-  for ``T_ring`` and the update is made at its end;
+* all-reduce (``ring_allreduce``) — arrive at the barrier; when the round's last worker arrives
+  the all-reduce over the nodes and links runs (:mod:`lbsim.network`) and the update is made at
+  its end. With overlap (``workload.overlap``, :func:`lbsim.network.overlap.exposed_comm_s`) the
+  buckets were already being reduced during the last worker's backward: only the exposed tail,
+  ``exposed(T, compute_s of the last worker)``, follows its compute;
 * parameter server — push the gradient through the server NIC, wait for the serial apply queue;
   when ``required_gradients`` are applied the update is made, workers still computing or
   pushing are dropped (backup workers), and every worker pulls the new weights, then starts the
@@ -31,11 +34,13 @@ import simpy
 
 from lbsim.metrics.records import IterationRecord
 from lbsim.metrics.run_end import cut_row
+from lbsim.network.overlap import exposed_comm_s
+from lbsim.scenario.resolve import overlap_params
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
-from simulator.network import ParameterServer, ring_allreduce_s
+from simulator.network import ParameterServer, allreduce_plan, ring_allreduce_s
 
 
 @dataclass
@@ -64,6 +69,8 @@ class SyncDriver:
         self.scheme = env.scheme
         net = env.scenario.network
         self.ps = ParameterServer(env, net) if isinstance(net, ParameterServerConfig) else None
+        self.plan = allreduce_plan(env, net) if self.ps is None else None  # type: ignore[arg-type]
+        self.overlap = overlap_params(env.scenario)
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None
         self._next_batches = tuple(self.scheme.initial_batches())
         self._next_local = self._local(self._next_batches)
@@ -159,7 +166,11 @@ class SyncDriver:
 
     def _ring(self, rs: Round) -> Generator[Any, Any, None]:
         rs.ring_start_s = self.env.now
-        yield self.env.timeout(ring_allreduce_s(self.env, self.env.scenario.network, range(self.env.n)))
+        assert self.plan is not None
+        comm_s = ring_allreduce_s(self.env, self.plan)
+        if self.overlap.enabled:  # hidden under the backward of the worker that closed the round
+            comm_s = exposed_comm_s(comm_s, rs.measured[rs.contributed[-1]][0], self.overlap)
+        yield self.env.timeout(comm_s)
         self._update(rs)
 
     def _update(self, rs: Round) -> None:

@@ -63,6 +63,7 @@ from typing import Any
 
 import simpy
 
+from lbsim.network.parameter_server import link_s
 from lbsim.schemes.base import WorkerObservation
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
@@ -205,6 +206,7 @@ class WBSPDriver:
         step = Step(w, it, start, compute_start, compute_end, batch, base_version)
         if self.numerics is not None:  # one local SGD step on the model this step started from
             before = self.local[w]
+            assert samples is not None  # drawn above whenever numerics are on
             self.local[w] = self.numerics.local_step(w, before, samples)
             step.delta = self.local[w] - before
         return step
@@ -225,6 +227,7 @@ class WBSPDriver:
         nic_in, nic_out, applier = ps.nic_in, ps.nic_out, ps.applier
         hold_s, apply_s, latency_s = ps.server_hold_s, ps.apply_each_s, ps.config.latency_s
         grad_bytes, link = env.gradient_bytes, bytes_per_s(env.workers[w].bandwidth_gbps)
+        shared = ps.shared[w]  # on a node with other workers: transfers queue for its NIC
         timeout, spec, scheme = env.timeout, env.workers[w], self.scheme
         plain = self.fetcher is None and self.numerics is None
         updates = env.updates
@@ -238,18 +241,21 @@ class WBSPDriver:
             else:
                 s = yield from self._compute(w, it, base_version)
             requested = env._now
-            own_s = grad_bytes * cont.network_factor(requested) / link
-            if nic_in.busy or nic_in.waiting:
-                yield nic_in.request()
-            else:  # Lane.request on a free server, inlined: granted now (timeout(0) == a succeeded event)
-                nic_in.busy = True
-                yield timeout(0)
-            yield timeout(hold_s)
-            if nic_in.waiting:
-                nic_in.release()
+            if shared:  # a node shared with other workers: queue for its NIC (ParameterServer.push)
+                yield from ps.push(w)
             else:
-                nic_in.busy = False  # Lane.release with nobody waiting
-            yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
+                own_s = link_s(grad_bytes, cont.network_factor(requested), link)
+                if nic_in.busy or nic_in.waiting:
+                    yield nic_in.request()
+                else:  # Lane.request on a free server, inlined: granted now (timeout(0) == a succeeded event)
+                    nic_in.busy = True
+                    yield timeout(0)
+                yield timeout(hold_s)
+                if nic_in.waiting:
+                    nic_in.release()
+                else:
+                    nic_in.busy = False  # Lane.release with nobody waiting
+                yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
             pushed = env._now
             if applier.busy or applier.waiting:
                 yield applier.request()
@@ -272,18 +278,21 @@ class WBSPDriver:
                 version = updates._n
                 s.busy_since = env._now
                 requested = env._now
-                own_s = grad_bytes * cont.network_factor(requested) / link
-                if nic_out.busy or nic_out.waiting:
-                    yield nic_out.request()
+                if shared:  # ParameterServer.pull: queue for the shared node's NIC
+                    yield from ps.pull(w)
                 else:
-                    nic_out.busy = True
-                    yield timeout(0)
-                yield timeout(hold_s)
-                if nic_out.waiting:
-                    nic_out.release()
-                else:
-                    nic_out.busy = False
-                yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
+                    own_s = link_s(grad_bytes, cont.network_factor(requested), link)
+                    if nic_out.busy or nic_out.waiting:
+                        yield nic_out.request()
+                    else:
+                        nic_out.busy = True
+                        yield timeout(0)
+                    yield timeout(hold_s)
+                    if nic_out.waiting:
+                        nic_out.release()
+                    else:
+                        nic_out.busy = False
+                    yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
                 if env.stopped:
                     return
                 s.comm_s += env._now - s.busy_since

@@ -194,6 +194,20 @@ YAML_CASES = [
     pytest.param(doc(contention="[{name: markov, workers: [c5.xlarge]}]"),
                  "contention[0].workers[0]: no worker of instance type 'c5.xlarge'; the cluster has: g4dn.xlarge, "
                  "p3.2xlarge", id="contention-instance-missing"),
+    # --- nodes and links (issue 13) ----------------------------------------------------------------
+    pytest.param(doc(cluster="{groups: [{instance: g4dn.xlarge, count: 2, workers_per_node: 2}]}"),
+                 "cluster.groups[0].workers_per_node: 2 workers on a node of g4dn.xlarge, which has 1 GPU(s); "
+                 "valid: 1..1", id="workers-per-node-above-gpus"),
+    pytest.param(doc(cluster="{groups: [{instance: c5.xlarge, count: 2, workers_per_node: 2, samples_per_s: 9, "
+                             "max_batch: 64}]}"),
+                 "cluster.groups[0].intra_bandwidth_gbps: the catalog has no intra-node link for c5.xlarge",
+                 id="shared-node-without-intra-link"),
+    pytest.param(doc(cluster="{groups: [{instance: g4dn.xlarge, compute_curve: [[8, 0.1], [8, 0.2]]}]}"),
+                 "cluster.groups[0].compute_curve[1]: batches must be strictly increasing", id="curve-not-increasing"),
+    pytest.param(doc(network="{name: ring_allreduce, algorithm: butterfly}"),
+                 "network.algorithm: 'butterfly' is not allowed; valid: ring, hierarchical, tree, nccl", id="unknown-algorithm"),
+    pytest.param(doc(workload="{model: resnet50_imagenet, global_batch: 96, overlap: {hide_share: 2}}"),
+                 "workload.overlap.hide_share: must be <= 1", id="overlap-share-above-one"),
 ]
 
 # Overrides and CLI options applied to the valid small scenario.

@@ -194,3 +194,29 @@ def test_mappings_and_entries_are_read_only():
         del PERFORMANCE[("resnet18_cifar10", "g4dn.xlarge")]
     with pytest.raises(dataclasses.FrozenInstanceError):
         performance("resnet18_cifar10", "g4dn.xlarge").samples_per_s = 1.0
+
+
+def test_nodes_and_links() -> None:
+    from lbsim.scenario.sections import Overlap
+
+    g = INSTANCES["g4dn.12xlarge"]  # the Pollux/Sia testbed
+    assert (g.gpus_per_node, g.accelerator) == (4, "T4 16GB")
+    # effective figures from the measured BERT-base sync tails (real-data.md §1.6), not the rated 50 Gbit/s:
+    # 2 nodes x 1 GPU: 440 MB in 0.76 s; 1 node x 4 GPUs: 2 (3/4) 440 MB in 93 ms
+    assert g.bandwidth_gbps == pytest.approx(440e6 * 8 / 0.76 / 1e9, abs=0.01)
+    assert g.intra_bandwidth_gbps == pytest.approx(2 * 0.75 * 440e6 * 8 / 0.093 / 1e9, abs=0.1)
+    assert "rated 50 Gbit/s" in g.description and "§1.6" in g.source
+    assert INSTANCES["p4d.24xlarge"].gpus_per_node == 8 and INSTANCES["p3.16xlarge"].gpus_per_node == 8
+    for i in INSTANCES.values():
+        assert (i.gpus_per_node > 1) == (i.intra_bandwidth_gbps is not None), i.name
+        if i.intra_bandwidth_gbps is not None:
+            assert i.intra_latency_s is not None and i.link_note.startswith("inferred:")
+        assert i.gpus_per_node == (0 if i.kind == "cpu" else i.gpus_per_node) >= 0
+        assert i.shared_node_slowdown == 0.0  # no source gives one: calibrate it
+    for m in MODELS.values():
+        assert m.overlap == Overlap()  # no overlap unless a scenario (or calibration) says so
+    for many, one in [("g4dn.12xlarge", "g4dn.xlarge"), ("p3.16xlarge", "p3.2xlarge")]:  # same GPU, same curve
+        for model in MODELS:
+            a, b = performance(model, many), performance(model, one)
+            assert a is not None and b is not None
+            assert (a.t0_s, a.samples_per_s, a.max_batch) == (b.t0_s, b.samples_per_s, b.max_batch)

@@ -6,7 +6,8 @@ update record (exact float equality, same order), the summary, the decisions, th
 callback's readings and, with numerics on, the learning curve. Scenarios cover heterogeneous
 fleets, every contention kind (jitter, Markov on compute and network, scheduled, the three trace
 formats), exact-arithmetic ties, time budgets (one hit exactly at an update), fixed ring
-bandwidth, one worker, and bsp / static / every LB-BSP variant and predictor / LOFT without data.
+bandwidth, one worker, nodes (shared NICs, intra links, ring and hierarchical, tabulated compute
+curves, shared-node slowdown, overlap), and bsp / static / every LB-BSP variant and predictor / LOFT without data.
 Speed is never asserted here (benchmarks/bench_simulator.py measures it).
 """
 
@@ -17,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from lbsim.metrics.records import ITERATION_COLUMNS, IterationRecord, IterationTable
 from lbsim.scenario.loader import load_scenario, scenario_from_data
@@ -222,3 +225,67 @@ def test_iteration_table_behaves_as_a_sequence_of_records() -> None:
 
     kw = dict(scheme="bsp", seed=0, engine="simulator", workers=2, end_s=2.0, synchronous=True)
     assert summarize(table, [], **kw) == summarize(recs, [], **kw)
+
+
+def _nodes(group: dict, per_node: int, **links) -> dict:
+    return {**group, "instance": "g4dn.12xlarge", "workers_per_node": per_node, **links}
+
+
+# nodes of 4, 4, 2 (one group) and 3, 1 (another): multi-worker nodes, a partial node, one alone;
+# a tabulated compute curve and a shared-node slowdown on the second group
+NODES = [_nodes(_group(10, 120.0, t0=0.02, bw=4.0, jitter=0.1), 4, intra_bandwidth_gbps=30.0, intra_latency_s=2e-5),
+         _nodes(_group(4, 45.0, t0=0.05, bw=2.0, jitter=0.05), 3, nic_latency_s=3e-4, shared_node_slowdown=0.05,
+                compute_curve=[[8, 0.2], [32, 0.5], [64, 1.4]])]
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "hierarchical", "tree", "nccl"])
+@pytest.mark.parametrize("overlap", [None, {"hide_share": 0.6, "tail_share": 0.2}])
+def test_nodes_links_curves_and_overlap(algorithm, overlap) -> None:
+    from lbsim.contention.model import build_contention
+    from lbsim.scenario.fields import to_data
+    from lbsim.scenario.resolve import build_scheme_for, resolve_workers
+
+    net = {"name": "ring_allreduce", "alpha_s": 1e-5, "algorithm": algorithm}
+    for scheme in ("bsp", {"name": "lbbsp", "variant": "cpu", "predictor": "ema"}):
+        sc = _scenario(NODES, scheme=scheme, contention=EVERYTHING, network=net, gradient_bytes=40_000_000)
+        if overlap is not None:
+            data = to_data(sc)
+            data["workload"]["overlap"] = overlap
+            sc = scenario_from_data(data)
+        fast, workers = check(sc)
+        assert [w.node for w in workers] == [0] * 4 + [1] * 4 + [2] * 2 + [3] * 3 + [4]
+        ws = resolve_workers(sc)
+        assert ineligible(SimEnv(sc, ws, build_contention(sc, ws), build_scheme_for(sc, ws))) is None
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    layout=st.lists(st.tuples(st.integers(1, 5), st.integers(1, 4)), min_size=1, max_size=3),
+    algorithm=st.sampled_from(["ring", "hierarchical", "tree", "nccl"]),
+    hide=st.sampled_from([0.0, 0.3, 1.0]),
+    seed=st.integers(0, 50),
+)
+def test_random_node_layouts_match_the_event_path(layout, algorithm, hide, seed) -> None:
+    from lbsim.scenario.fields import to_data
+
+    groups = [_nodes(_group(count, 50.0 + 20 * i, t0=0.01, bw=3.0 + i, jitter=0.1), min(per_node, 4),
+                     intra_bandwidth_gbps=40.0 / (i + 1), intra_latency_s=1e-5)
+              for i, (count, per_node) in enumerate(layout)]
+    net = {"name": "ring_allreduce", "alpha_s": 2e-5, "algorithm": algorithm}
+    sc = _scenario(groups, contention=[MARKOV_BOTH], network=net, seed=seed, updates=15, gradient_bytes=20_000_000)
+    data = to_data(sc)
+    data["workload"]["overlap"] = {"hide_share": hide, "tail_share": 0.1}
+    check(scenario_from_data(data))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 1000, 70_000])
+def test_column_sum_is_the_builtin_sum_bit_for_bit(n: int) -> None:
+    """The summary's column totals are ``sum`` over the values in record order, exactly."""
+    from lbsim.metrics.summary import _builtin_sum
+
+    rng = np.random.default_rng(n)
+    values = rng.lognormal(0.0, 3.0, n) * rng.choice([1e-6, 1.0, 1e6], n)
+    if n:
+        values[0] = -0.0
+    got, want = _builtin_sum(values), sum(values.tolist())
+    assert got == want and type(got) is type(want) and str(got) == str(want)

@@ -106,7 +106,35 @@ def test_sweep_figures_are_readable(sweep_dir: Path, tmp_path: Path) -> None:
     assert [t.get_text() for t in panel.get_xticklabels()] == [
         "stragglers=1\nslowdown=1.5", "stragglers=1\nslowdown=3", "stragglers=2\nslowdown=1.5", "stragglers=2\nslowdown=3"]
     assert len(panel.patches) == 3 * 4
-    assert "over 2 seeds" in figs["throughput"].get_suptitle()
+    assert "95% t-interval over 2 seeds; dots: each seed" in figs["throughput"].get_suptitle()
+    assert "pooled" not in figs["speedup_vs_bsp"].get_suptitle()
+
+
+def test_speedup_never_pools_a_factor_into_the_interval() -> None:
+    """Three factors: x = slowdown, panels = stragglers, and burstiness gets a line per level; each
+    interval is over the seeds alone (here 2 seeds with ratios 1.2 and 1.4 / 2.0 and 2.2)."""
+    from lbsim.plots.data import SweepData
+    from lbsim.plots.sweep_figs import _Table, speedup_figure
+
+    rows = []
+    for scheme, base in (("bsp", 100.0), ("asp", None)):
+        for strag in ("1", "2"):
+            for slow in ("1.5", "3"):
+                for burst, gain in (("short", 1.2), ("long", 2.0)):
+                    for rep in (0, 1):
+                        thr = 100.0 if base else 100.0 * (gain + 0.2 * rep)
+                        rows.append({"run": f"{scheme}{strag}{slow}{burst}{rep}", "scheme": scheme, "stragglers": strag,
+                                     "slowdown": slow, "burstiness": burst, "repetition": str(rep),
+                                     "throughput_samples_per_s": str(thr)})
+    sweep = SweepData(Path("."), "t", ["scheme", "stragglers", "slowdown", "burstiness"], rows)
+    fig = speedup_figure(_Table(sweep), None)
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert {t.get_text() for lg in legends for t in lg.get_texts()} == {"asp, burstiness=short", "asp, burstiness=long"}
+    panel = fig.axes[0]
+    assert panel.get_title() == "stragglers = 1"
+    means = sorted({round(float(y), 6) for line in panel.get_lines() if line.get_marker() in ("o", "s")
+                    for y in line.get_ydata()})
+    assert means == [1.3, 2.1]  # per burstiness level: the mean over seeds, not over both levels (1.7)
 
 
 def test_plot_command_on_a_sweep(sweep_dir: Path, tmp_path: Path) -> None:
@@ -128,12 +156,12 @@ def _a_run(sweep_dir: Path, scheme: str, tmp_path: Path) -> Path:
 def test_run_figures_and_numerics(sweep_dir: Path, tmp_path: Path) -> None:
     asp = _a_run(sweep_dir, "asp", tmp_path)
     figs = figures_for(asp)
-    assert set(figs) == {"iteration_cdf", "timeline", "staleness"}
+    assert set(figs) == {"iteration_cdf", "phases", "timeline", "staleness"}
     lbbsp = _a_run(sweep_dir, "lbbsp", tmp_path)
     (lbbsp / "numerics.csv").write_text("update,time_s,loss,accuracy\n0,0,2.3,0.1\n20,5.5,0.9,0.7\n40,11,0.4,0.9\n",
                                         encoding="utf-8")
     figs = figures_for(lbbsp)
-    assert set(figs) == {"iteration_cdf", "timeline", "batch_sizes", "accuracy"}
+    assert set(figs) == {"iteration_cdf", "phases", "timeline", "batch_sizes", "accuracy"}
     for name, fig in figs.items():
         assert_readable(name, fig)
     labels = {ax.get_ylabel() for ax in figs["accuracy"].axes}
@@ -165,9 +193,9 @@ def test_run_plots_flag(tmp_path: Path) -> None:
     out = tmp_path / "run"
     with redirect_stdout(io.StringIO()):
         assert main(["run", str(EC2), "--scheme", "lbbsp", "--set", "workload.time_budget_s=20", "--plots", "--out", str(out), "-q"]) == 0
-    assert {p.name for p in (out / "plots").iterdir()} == {f"{n}.{e}" for n in ("iteration_cdf", "timeline", "batch_sizes")
-                                                           for e in ("png", "svg")}
-    assert_files(out / "plots", {"iteration_cdf", "timeline", "batch_sizes"})
+    names = {"iteration_cdf", "phases", "timeline", "batch_sizes"}
+    assert {p.name for p in (out / "plots").iterdir()} == {f"{n}.{e}" for n in names for e in ("png", "svg")}
+    assert_files(out / "plots", names)
 
 
 def test_plot_bad_input(sweep_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -178,3 +206,64 @@ def test_plot_bad_input(sweep_dir: Path, tmp_path: Path, capsys: pytest.CaptureF
     assert main(["plot", str(sweep_dir), "--x", "nope", "--out", str(tmp_path / "f")]) == 2
     assert "valid: stragglers, slowdown" in capsys.readouterr().err
     assert not (tmp_path / "f").exists()
+
+
+def test_compare_folder_figures(tmp_path: Path) -> None:
+    out = tmp_path / "cmp"
+    with redirect_stdout(io.StringIO()):
+        assert main(["compare", str(EC2), "--schemes", "bsp,asp,lbbsp", "--set", "workload.time_budget_s=15",
+                     "--out", str(out), "-q", "--format", "parquet"]) == 0
+        assert main(["plot", str(out), "-q"]) == 0
+    names = {"throughput", "phases", "iteration_cdf", "timelines", "staleness"}
+    assert {p.stem for p in (out / "plots").iterdir()} == names
+    figs = figures_for(out)
+    for name, fig in figs.items():
+        assert_readable(name, fig)
+    (bars,) = [ax for ax in figs["throughput"].axes if ax.has_data()]
+    assert [t.get_text() for t in bars.get_xticklabels()] == ["bsp", "asp", "lbbsp"]
+    assert [t.get_text() for t in bars.texts][0] == "1.00x"
+
+
+def test_big_run_figures_stay_bounded(tmp_path: Path) -> None:
+    """200 workers: the timeline shows at most MAX_TIMELINE_WORKERS rows (the first of each type);
+    coinciding batch trajectories are drawn once each, labelled with how many workers they stand for."""
+    from lbsim.plots.run_figs import batch_groups, timeline_workers
+    from lbsim.plots.style import MAX_TIMELINE_WORKERS
+
+    out = tmp_path / "big"
+    sets = ["cluster.groups.0.count=50", "cluster.groups.1.count=50", "cluster.groups.2.count=50",
+            "cluster.groups.3.count=50", "workload.global_batch=12800", "workload.updates=20"]
+    with redirect_stdout(io.StringIO()):
+        assert main(["run", str(REPO / "scenarios" / "bench" / "large.yaml"), "--scheme", "lbbsp", "--out", str(out), "-q",
+                     *[a for kv in sets for a in ("--set", kv)]]) == 0
+    from lbsim.plots.data import read_run
+
+    run = read_run(out)
+    shown = timeline_workers(run)
+    assert len(shown) <= MAX_TIMELINE_WORKERS and shown[:6] == [0, 1, 2, 3, 4, 5] and 50 in shown and 150 in shown
+    assert sum(len(ws) for ws, _, _ in batch_groups(run)) == 200 and len(batch_groups(run, limit=16)) == 17
+    figs = figures_for(out)
+    (bs,) = figs["batch_sizes"].axes  # 200 distinct trajectories (jitter): a median and band per instance type
+    assert [t.get_text() for t in bs.get_legend().get_texts()] == [
+        "p4d.24xlarge (50 workers)", "p3.2xlarge (50 workers)", "g5.xlarge (50 workers)", "g4dn.xlarge (50 workers)"]
+    (tl,) = figs["timeline"].axes
+    assert len(tl.get_yticklabels()) == len(shown) and "of 200" in tl.get_ylabel()
+    w, h = figs["timeline"].get_size_inches()
+    assert h < 12
+    for name, fig in figs.items():
+        assert_readable(name, fig)
+    # BSP's even split: every worker the same trajectory, drawn once for all 200
+    with redirect_stdout(io.StringIO()):
+        assert main(["run", str(REPO / "scenarios" / "bench" / "large.yaml"), "--scheme", "bsp", "--out", str(tmp_path / "b"),
+                     "-q", *[a for kv in sets for a in ("--set", kv)]]) == 0
+    (group,) = batch_groups(read_run(tmp_path / "b"))
+    assert group[0] == list(range(200))
+
+
+def test_t_interval() -> None:
+    from lbsim.plots.stats import mean_ci95, t975
+
+    assert t975(1) == 12.706 and t975(2) == 4.303 and abs(t975(60) - 2.000) < 0.001 and abs(t975(120) - 1.980) < 0.001
+    m, h = mean_ci95([1.0, 2.0, 3.0])
+    assert m == 2.0 and abs(h - 4.303 * 1.0 / 3 ** 0.5) < 1e-12
+    assert mean_ci95([5.0]) == (5.0, 0.0)

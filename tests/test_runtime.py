@@ -256,6 +256,29 @@ def test_torchrun_runs_the_same_entry_point(tmp_path: Path) -> None:
     assert summary["engine"] == "runtime" and summary["updates"] == 4 and summary["runtime"]["world_size"] == 2
 
 
+def test_torchrun_lbsim_train_runs_as_the_rank(tmp_path: Path) -> None:
+    """``torchrun --nproc-per-node=2 lbsim train SCENARIO``: each process torchrun starts is one rank
+    (before, each launched ranks of its own). From the repository root ``lbsim`` is the package
+    folder, which python runs as a script."""
+    import os
+    import shutil
+    import subprocess
+
+    if shutil.which("torchrun") is None:
+        pytest.skip("torchrun not on PATH")
+    out = tmp_path / "run"
+    cmd = ["torchrun", "--nproc-per-node=2", "lbsim", "train", "scenarios/validation/cpu4.yaml",
+           "--set", "cluster.groups.0.count=2", "--set", "contention=[]", "--set", "workload.updates=4",
+           "--set", "workload.global_batch=64", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("results in") == 1  # rank 0 reports; no rank launched ranks of its own
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["engine"] == "runtime" and summary["updates"] == 4 and summary["runtime"]["world_size"] == 2
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["engine"] == "runtime" and prov["libraries"]["torch"]  # the runtime's torch is recorded
+
+
 def test_every_lbbsp_variant_runs(tmp_path: Path) -> None:
     """All LB-BSP variants and predictors (oracle: emulated mode knows the schedule) in one process group."""
     extra = "contention:\n  - {name: scheduled, workers: [1], start_s: 0, slowdown: 2}\n"

@@ -77,9 +77,59 @@ def test_run_trace_flag_writes_trace_json(tmp_path: Path) -> None:
     trace = json.loads((out / "trace.json").read_text(encoding="utf-8"))
     names = [e["args"]["name"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == "thread_name"]
     assert names == ["updates", "w0 p4d.24xlarge", "w1 p4d.24xlarge", "w2 p3.2xlarge", "w3 p3.2xlarge", "w4 g4dn.xlarge",
-                     "w5 g4dn.xlarge", "w6 g4dn.xlarge", "w7 g4dn.xlarge", "w8 c5.18xlarge", "w9 c5.18xlarge"]
+                     "w5 g4dn.xlarge", "w6 g4dn.xlarge", "w7 g4dn.xlarge", "w8 c5.18xlarge", "w9 c5.18xlarge",
+                     "apply"]  # ec2_mixed has a parameter server: its apply track
     assert trace["otherData"]["scheme"] == "bsp" and trace["otherData"]["seed"] == 42
     assert not list(out.glob(".*.tmp"))
     with redirect_stdout(io.StringIO()):
         assert main(["run", str(EC2), "--set", "workload.time_budget_s=20", "--out", str(tmp_path / "plain"), "-q"]) == 0
     assert not (tmp_path / "plain" / "trace.json").exists()
+
+
+def test_counter_tracks_emit_batch_and_slowdown_on_change_only() -> None:
+    """Batch 32, 32, 48 and compute 2x, 2x, 1x nominal t(b) = 0.5 + b/64: counters change twice each."""
+    def rec(i: int, batch: int, compute_s: float) -> IterationRecord:
+        return IterationRecord(worker=0, iteration=i, update=i, start_s=float(i), compute_s=compute_s, comm_s=0.0,
+                               wait_s=0.0, end_s=i + compute_s, batch=batch, staleness=0)
+
+    nominal = [lambda b: 0.5 + b / 64]
+    recs = [rec(0, 32, 2.0), rec(1, 32, 2.0), rec(2, 48, 1.25)]
+    trace = chrome_trace(recs, [], nominal_compute_s=nominal)
+    counters = [(e["name"], e["ts"], e["args"]) for e in trace["traceEvents"] if e["ph"] == "C"]
+    assert counters == [("batch w0", 0.0, {"batch": 32}), ("slowdown w0", 0.0, {"slowdown": 2.0}),
+                        ("batch w0", 2e6, {"batch": 48}), ("slowdown w0", 2e6, {"slowdown": 1.0})]
+
+
+def test_server_track_applies_serially_and_gzip_is_reproducible() -> None:
+    from lbsim.metrics.trace import trace_bytes
+
+    ups = [UpdateRecord(0, 1.0, 32, 1), UpdateRecord(1, 1.01, 32, 1), UpdateRecord(2, 3.0, 64, 2)]
+    trace = chrome_trace([], ups, apply_each_s=0.05)
+    spans = [(e["ts"], e["dur"], e["args"]["update"]) for e in trace["traceEvents"] if e["ph"] == "X"]
+    # update 1 could start at 0.96 s but the server is busy until 1.0 s; update 2 applies 2 gradients
+    assert spans == [(950_000.0, 50_000.0, 0), (1_000_000.0, 10_000.0, 1), (2_900_000.0, 100_000.0, 2)]
+    assert worker_phase_totals(trace) == {}  # the server's slices are not a worker's phases
+    gz = trace_bytes(trace, gz=True)
+    assert gz == trace_bytes(trace, gz=True) and gz[:2] == b"\x1f\x8b"
+    import gzip
+
+    assert gzip.decompress(gz) == trace_bytes(trace)
+
+
+def test_run_trace_gz_on_a_parameter_server(tmp_path: Path) -> None:
+    import gzip
+
+    from lbsim.cli import main
+
+    out = tmp_path / "ps"
+    with redirect_stdout(io.StringIO()):
+        assert main(["run", str(EC2), "--scheme", "asp", "--set", "workload.time_budget_s=5",
+                     "--set", "network={name: parameter_server}", "--trace", "gz", "--out", str(out), "-q"]) == 0
+    assert not (out / "trace.json").exists()
+    trace = json.loads(gzip.decompress((out / "trace.json.gz").read_bytes()))
+    procs = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert procs == {"workers", "parameter server"}
+    applies = [e for e in trace["traceEvents"] if e.get("cat") == "server"]
+    n_updates = sum(e["ph"] == "i" for e in trace["traceEvents"])
+    assert 0 < len(applies) <= n_updates
+    assert any(e["ph"] == "C" and e["name"].startswith("slowdown") for e in trace["traceEvents"])

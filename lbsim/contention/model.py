@@ -137,6 +137,8 @@ def build_contention(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> lis
     for k, item in enumerate(scenario.contention):
         path = f"contention[{k}]"
         chosen = select_workers(item.workers, workers, f"{path}.workers")
+        if isinstance(item, TraceContention):
+            _check_trace_workers(item, len(workers), path)
         for w in chosen:
             time_src, iter_src = _source(item, k, w, scenario.seed, path)
             if iter_src is not None:
@@ -165,6 +167,21 @@ def _source(item: object, k: int, w: int, seed: int, path: str) -> tuple[TimeSou
         return src, None
     assert isinstance(item, TraceContention)
     return _trace_source(item, w, path)
+
+
+def _check_trace_workers(item: TraceContention, n_workers: int, path: str) -> None:
+    """A simple trace may name only workers of the cluster (a row for another would be silently unused)."""
+    try:
+        fmt = traces.detect_format(item.path) if item.format == "auto" else item.format
+        if fmt != "simple":
+            return  # pai_minibatch rows are reused modulo the trace's workers; cluster_cpu names none
+        table = _cached(item.path, fmt)
+    except InputError:
+        return  # reading the trace for a worker reports it at the right key
+    outside = [w for w in table if w >= n_workers]
+    if outside:
+        raise InputError(f"{path}.path", f"{item.path}: the trace names worker {outside[0]}, but the cluster has "
+                         f"workers 0..{n_workers - 1}")
 
 
 def _trace_source(item: TraceContention, w: int, path: str) -> tuple[TimeSource | None, IterationSeries | None]:

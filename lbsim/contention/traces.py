@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_TRACE_ROWS, short_repr
 
 PAI_COLUMNS = ("worker", "gpu", "time", "batch_time_norm")
 CLUSTER_COLUMNS = ("cpu_util_percent", "mem_util_percent", "net_in", "net_out", "disk_io_percent")
@@ -66,9 +67,15 @@ def _read(path: str | Path) -> tuple[list[str], list[_Row]]:
         with opener(p, "rt", encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f)
             for row in reader:
+                if len(row) > 64:  # no trace format has more than 5 columns
+                    raise InputError(name, f"line {reader.line_num}: {len(row)} fields, more than any trace format has")
                 cells = [c.strip() for c in row]
                 if any(cells):
                     rows.append((reader.line_num, cells))
+                    if len(rows) > MAX_TRACE_ROWS + 1:  # the header and the rows; checked while reading
+                        raise InputError(name, f"more than {MAX_TRACE_ROWS} data rows, the bound for a trace file")
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - only I/O, gzip/zlib, decoding and csv run here
         kind = "gzip-compressed CSV" if opener is gzip.open else "UTF-8 CSV text"
         raise InputError(name, f"cannot read file as {kind}: {exc}") from None
@@ -86,9 +93,9 @@ def _number(path: str | Path, line: int, column: str, cell: str, kind: type = fl
         value = kind(cell)
     except ValueError:
         what = "an integer" if kind is int else "a number"
-        raise InputError(str(path), f"line {line}: {column} must be {what}, got {cell!r}") from None
+        raise InputError(str(path), f"line {line}: {column} must be {what}, got {short_repr(cell)}") from None
     if kind is float and not np.isfinite(value):
-        raise InputError(str(path), f"line {line}: {column} must be finite, got {cell!r}")
+        raise InputError(str(path), f"line {line}: {column} must be finite, got {short_repr(cell)}")
     return value
 
 
@@ -113,7 +120,7 @@ def _format_of(header: list[str]) -> str | None:
 def _expect(path: str | Path, header: list[str], fmt: str) -> None:
     if _format_of(header) != fmt:
         raise InputError(
-            str(path), f"header {','.join(header)!r} is not the {fmt} header {FORMATS[fmt]!r}"
+            str(path), f"header {short_repr(','.join(header))} is not the {fmt} header {FORMATS[fmt]!r}"
         )
 
 
@@ -124,7 +131,7 @@ def detect_format(path: str | Path) -> str:
     if fmt is None:
         known = "; ".join(f"{k}: {v!r}" for k, v in FORMATS.items())
         raise InputError(
-            str(path), f"unknown trace format, header {','.join(header)!r}; expected one of {known}"
+            str(path), f"unknown trace format, header {short_repr(','.join(header))}; expected one of {known}"
         )
     return fmt
 
@@ -148,7 +155,7 @@ def load_pai_minibatch(path: str | Path) -> np.ndarray:
         it = _number(path, line, "time", cells[off + 2])
         t = _number(path, line, "batch_time_norm", cells[off + 3])
         if t <= 0:
-            raise InputError(str(path), f"line {line}: batch_time_norm must be > 0, got {cells[off + 3]!r}")
+            raise InputError(str(path), f"line {line}: batch_time_norm must be > 0, got {short_repr(cells[off + 3])}")
         prev = seen.get((worker, it))
         if prev is not None and prev[1] != t:
             raise InputError(
@@ -184,7 +191,7 @@ def load_cluster_cpu(path: str | Path, column: str = "cpu_util_percent") -> np.n
         v = _number(path, line, column, cells[k])
         if not 0.0 <= v <= 100.0:
             raise InputError(
-                str(path), f"line {line}: {column} must be a percentage in [0, 100], got {cells[k]!r}"
+                str(path), f"line {line}: {column} must be a percentage in [0, 100], got {short_repr(cells[k])}"
             )
         out[n] = v
     return out
@@ -201,13 +208,13 @@ def load_simple(path: str | Path) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         w = int(_number(path, line, "worker", cells[1], int))
         s = _number(path, line, "slowdown", cells[2])
         if t < 0:
-            raise InputError(str(path), f"line {line}: time_s must be >= 0, got {cells[0]!r}")
+            raise InputError(str(path), f"line {line}: time_s must be >= 0, got {short_repr(cells[0])}")
         if w < 0:
-            raise InputError(str(path), f"line {line}: worker must be an integer >= 0, got {cells[1]!r}")
+            raise InputError(str(path), f"line {line}: worker must be an integer >= 0, got {short_repr(cells[1])}")
         if s <= 0:
             raise InputError(
                 str(path),
-                f"line {line}: slowdown must be > 0 (1 = full speed, 2 = twice as slow), got {cells[2]!r}",
+                f"line {line}: slowdown must be > 0 (1 = full speed, 2 = twice as slow), got {short_repr(cells[2])}",
             )
         prev = points.setdefault(w, {}).get(t)
         if prev is not None:

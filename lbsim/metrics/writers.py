@@ -1,7 +1,23 @@
-"""Atomic writers: a result file is either absent or complete, never half-written.
+"""Every file lbsim writes goes through one atomic writer; tables are written column-wise.
 
-Each file is written to a temporary name in the same directory, flushed and fsynced, then
-renamed over the target (``os.replace`` is atomic on POSIX and Windows).
+Atomic: a file is written under a temporary name in its own directory, flushed and fsynced,
+given the mode a plain ``open()`` would give it (``0o666 & ~umask``: 0644 under umask 022;
+``mkstemp`` alone makes 0600, unreadable by colleagues on a shared file system), then renamed
+over the target (``os.replace`` is atomic on POSIX and Windows). A reader sees the old file or
+the complete new one, never half of one; on an error the target is untouched.
+
+Tables (``iterations``, ``updates``, decision logs, learning curves) are written from their
+numpy columns by polars' native writers, in one of two formats (:data:`FORMATS`):
+
+* ``csv`` — floats in shortest round-trip form that always reads as a float (``0.0``, not
+  ``0``; ``1e-7``), so every reader (pandas, polars, R, a spreadsheet) types a float column as
+  float and reading the file gives back the exact float64 values; booleans as ``true``/``false``.
+* ``parquet`` — typed columns, zstd level 3, statistics on, fixed row-group size: the writer
+  options are pinned (:data:`PARQUET_OPTIONS`) and Parquet carries no timestamp, so the same
+  columns give the same bytes (for a given polars version).
+
+Small ad-hoc tables (``compare.csv``, a sweep's ``results.csv``) are written by :func:`csv_text`
+with the same float rule (Python's ``repr``: ``0.0``, ``1e-07``).
 """
 
 from __future__ import annotations
@@ -12,38 +28,73 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import numpy as np
+
+FORMATS = ("csv", "parquet")
+Format = Literal["csv", "parquet"]
+PARQUET_OPTIONS: dict[str, Any] = {
+    "compression": "zstd", "compression_level": 3, "statistics": True, "row_group_size": 262_144,
+    "data_page_size": 1 << 20, "use_pyarrow": False,
+}
+
+
+def umask() -> int:
+    """This process's umask, read without changing it where the OS allows (Linux: /proc)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)  # elsewhere: read by setting and restoring
+    os.umask(mask)
+    return mask
+
+
+def file_mode() -> int:
+    """The mode a new file gets from ``open()``: ``0o666 & ~umask`` (0644 under umask 022)."""
+    return 0o666 & ~umask()
 
 
 @contextlib.contextmanager
-def _atomic_file(path: str | Path) -> Iterator[TextIO]:
-    """An open text file that, when the block ends without error, replaces ``path`` at once.
+def atomic_file(path: str | Path, mode: Literal["w", "wb"] = "w") -> Iterator[IO[Any]]:
+    """An open file that, when the block ends without error, replaces ``path`` at once.
 
-    Written under a temporary name in the same directory, flushed and fsynced, then renamed over
-    ``path``; on an error the temporary file is removed and ``path`` is untouched.
+    ``mode`` ``"w"`` (UTF-8 text, ``\\n`` line ends) or ``"wb"``. The file gets the mode of a
+    plainly created file (:func:`file_mode`); on an error the temporary file is removed and
+    ``path`` is untouched.
     """
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        os.fchmod(fd, file_mode()) if hasattr(os, "fchmod") else os.chmod(tmp, file_mode())
+        kw: dict[str, Any] = {"encoding": "utf-8", "newline": ""} if mode == "w" else {}
+        with os.fdopen(fd, mode, **kw) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
-    with _atomic_file(path) as fh:
+    with atomic_file(path) as fh:
         fh.write(text)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    with atomic_file(path, "wb") as fh:
+        fh.write(data)
 
 
 def json_text(data: Any) -> str:
@@ -55,10 +106,10 @@ def write_json(path: str | Path, data: Any) -> None:
 
 
 def _cell(v: Any) -> Any:
-    if isinstance(v, bool):
-        return int(v)
-    if isinstance(v, float):
-        return f"{v:.12g}"
+    if isinstance(v, bool) or type(v).__name__ == "bool_":  # numpy's bool, without importing numpy here
+        return "true" if v else "false"
+    if isinstance(v, float) or type(v).__name__ in ("float32", "float16"):
+        return repr(float(v))  # shortest round-trip, always float-looking: 0.0, 1e-07, nan
     return v
 
 
@@ -72,29 +123,63 @@ def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def write_csv(path: str | Path, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    """Like ``atomic_write_text(path, csv_text(columns, rows))``, byte for byte, but streamed.
-
-    Rows go to the temporary file as they come (in blocks of ``_CSV_BLOCK``), so a million-row
-    file never exists as one string in memory; the rename at the end keeps the write atomic.
-    """
-    with _atomic_file(path) as fh:
+    """Like ``atomic_write_text(path, csv_text(columns, rows))``, byte for byte, but streamed."""
+    with atomic_file(path) as fh:
         w = csv.writer(fh, lineterminator="\n")
         w.writerow(columns)
         block: list[list[Any]] = []
         for row in rows:
             block.append([_cell(v) for v in row])
-            if len(block) >= _CSV_BLOCK:
+            if len(block) >= 4096:
                 w.writerows(block)
                 block = []
         w.writerows(block)
 
 
-_CSV_BLOCK = 4096
+def _frame(columns: Mapping[str, Any]) -> Any:
+    import numpy as np
+    import polars as pl
+
+    series = []
+    for name, col in columns.items():
+        arr = np.asarray(col) if not isinstance(col, np.ndarray) else col
+        if arr.dtype == object:  # e.g. a decision log's column with None: let polars type it
+            series.append(pl.Series(name, list(arr), strict=False))
+        else:
+            series.append(pl.Series(name, arr))
+    return pl.DataFrame(series)
 
 
-def atomic_write_rows(path: str | Path, header: str, blocks: Iterable[str]) -> None:
-    """Write ``header`` then each text block to ``path`` atomically (temporary file, renamed)."""
-    with _atomic_file(path) as fh:
-        fh.write(header)
-        for block in blocks:
-            fh.write(block)
+def write_table(path: str | Path, columns: Mapping[str, Any], fmt: Format = "csv") -> Path:
+    """Write one table (column name -> 1-D array, in order) atomically as ``fmt``; returns the path."""
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown table format {fmt!r}; valid: {', '.join(FORMATS)}")
+    frame = _frame(columns)
+    with atomic_file(path, "wb") as fh:
+        if fmt == "csv":
+            frame.write_csv(fh, include_header=True, line_terminator="\n", float_precision=None)
+        else:
+            frame.write_parquet(fh, **PARQUET_OPTIONS)
+    return Path(path)
+
+
+def rows_to_columns(rows: Sequence[Mapping[str, Any]]) -> dict[str, np.ndarray]:
+    """Dict rows (every row the first row's keys) as columns; ``ColumnRows`` give theirs directly."""
+    import numpy as np
+
+    cols = getattr(rows, "columns", None)
+    if isinstance(cols, dict) and not getattr(rows, "convert", None):
+        return {k: np.asarray(v) for k, v in cols.items()}
+    keys = list(rows[0]) if len(rows) else []
+    out: dict[str, np.ndarray] = {}
+    for k in keys:
+        values = [row.get(k) for row in rows]
+        if any(v is None for v in values) or any(isinstance(v, str) for v in values):
+            out[k] = np.array(values, dtype=object)
+        elif all(isinstance(v, (bool, np.bool_)) for v in values):
+            out[k] = np.array(values, dtype=np.bool_)
+        elif all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in values):
+            out[k] = np.array(values, dtype=np.int64)
+        else:
+            out[k] = np.array(values, dtype=np.float64)
+    return out

@@ -4,9 +4,11 @@ Sweep folder (``results.csv`` + ``runs/``): ``throughput`` (per scheme and condi
 over seeds), ``time_to_target`` (with numerics), ``speedup_vs_bsp`` (vs the slowdown factor),
 ``iteration_cdf`` (per scheme, a panel per slowdown level), ``staleness`` (histograms of the
 schemes that have any), ``lbbsp_batches`` and ``timelines`` (for the representative condition),
-``accuracy`` (with numerics). Run folder: ``iteration_cdf``, ``timeline``, ``batch_sizes``,
-``staleness``, ``accuracy`` (the last three when they say something). See
-:mod:`lbsim.plots.sweep_figs` and :mod:`lbsim.plots.run_figs`.
+``accuracy`` (with numerics). Compare folder (``compare.csv`` + a run folder per scheme):
+``throughput``, ``phases``, ``iteration_cdf``, ``timelines``, ``staleness``. Run folder:
+``iteration_cdf``, ``phases``, ``timeline``, ``batch_sizes``, ``staleness``, ``accuracy`` (the last
+three when they say something). See :mod:`lbsim.plots.sweep_figs`, :mod:`lbsim.plots.compare_figs`
+and :mod:`lbsim.plots.run_figs`.
 
 Each figure is saved as ``NAME.png`` and ``NAME.svg``, atomically, in ``DIR/plots/`` (or
 ``out``). matplotlib is needed only here (the ``plot`` extra) and is imported lazily.
@@ -24,7 +26,7 @@ PLOTS = "plots"
 
 def figures_for(path: Path, *, timeline_s: float = 20.0, x: str | None = None) -> dict[str, Any]:
     """The figures for a sweep or run folder, by name (matplotlib ``Figure`` objects, not yet saved)."""
-    from lbsim.plots.data import is_run_dir, is_sweep_dir, read_run, read_sweep
+    from lbsim.plots.data import is_compare_dir, is_run_dir, is_sweep_dir, read_compare, read_run, read_sweep
     from lbsim.plots.style import matplotlib_figure_class
 
     matplotlib_figure_class()  # a clear error if matplotlib is missing
@@ -32,11 +34,16 @@ def figures_for(path: Path, *, timeline_s: float = 20.0, x: str | None = None) -
         from lbsim.plots.sweep_figs import sweep_figures
 
         return sweep_figures(read_sweep(path), timeline_s=timeline_s, x=x)
+    if is_compare_dir(path):
+        from lbsim.plots.compare_figs import compare_figures
+
+        return compare_figures(read_compare(path), timeline_s=timeline_s)
     if is_run_dir(path):
         from lbsim.plots.run_figs import run_figures
 
         return run_figures(read_run(path), timeline_s=timeline_s)
-    raise InputError(str(path), "not a sweep folder (results.csv, runs/) nor a run folder (summary.json, iterations.csv)")
+    raise InputError(str(path), "not a sweep folder (results.csv, runs/), a compare folder (compare.csv) "
+                                "nor a run folder (summary.json, iterations.csv)")
 
 
 def save_figures(figs: dict[str, Any], out: Path) -> list[Path]:
@@ -56,4 +63,9 @@ def plot_dir(path: str | Path, *, out: str | Path | None = None, timeline_s: flo
     if timeline_s <= 0:
         raise InputError("--timeline-s", f"must be > 0, got {timeline_s:g}")
     figs = figures_for(p, timeline_s=timeline_s, x=x)
-    return save_figures(figs, Path(out) if out is not None else p / PLOTS)
+    target = Path(out) if out is not None else p / PLOTS
+    try:  # a folder that cannot be written is the user's mistake (exit 2), found before any figure is saved
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError("--out" if out is not None else str(path), f"cannot write figures to {target}: {err.strerror or err}") from None
+    return save_figures(figs, target)

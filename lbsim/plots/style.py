@@ -8,17 +8,21 @@ Agg canvas, so no global backend or pyplot state is touched.
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.metrics.writers import atomic_write_bytes
 
 SCHEME_ORDER = ("bsp", "asp", "ssp", "dssp", "static", "lbbsp", "elastic_bsp", "wbsp", "loft")
-PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
-PHASE_COLORS = {"fetch": "#8c564b", "compute": "#2ca02c", "wait": "#d62728", "comm": "#1f77b4"}
+# Okabe & Ito's colour-blind-safe palette (Color Universal Design): distinguishable under
+# protanopia, deuteranopia and tritanopia, and in greyscale by lightness for the phases.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000", "#999999")
+PHASE_COLORS = {"fetch": "#999999", "compute": "#0072B2", "wait": "#E69F00", "comm": "#CC79A7"}
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+LINESTYLES = ("-", "--", ":", "-.")
+MAX_TIMELINE_WORKERS = 24  # more workers: a timeline shows the first of each instance type (bounded size and time)
 PHASE_LABELS = {"fetch": "fetch data", "compute": "compute", "wait": "wait", "comm": "communicate"}
 FORMATS = ("png", "svg")
 
@@ -63,27 +67,6 @@ def scheme_colors(names: Sequence[str]) -> dict[str, str]:
     return colors
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a figure is as readable as any new file
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def save_figure(fig: Any, out: Path, name: str, *, dpi: int = 150) -> list[Path]:
     """``out/name.png`` and ``out/name.svg``, each written atomically; reproducible bytes."""
     import matplotlib
@@ -95,6 +78,6 @@ def save_figure(fig: Any, out: Path, name: str, *, dpi: int = 150) -> list[Path]
         with matplotlib.rc_context({"svg.hashsalt": "lbsim", "svg.fonttype": "none"}):
             fig.savefig(buf, format=fmt, dpi=dpi, metadata=meta)
         path = out / f"{name}.{fmt}"
-        _atomic_write_bytes(path, buf.getvalue())
+        atomic_write_bytes(path, buf.getvalue())
         paths.append(path)
     return paths

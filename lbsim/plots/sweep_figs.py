@@ -6,6 +6,11 @@ The *x factor* of the speedup and CDF figures is ``x`` if given, else the first 
 column whose name contains "slowdown", else the first condition column. The *representative
 condition* for run-level figures (timelines, LB-BSP batch sizes, accuracy) is the sweep's last
 condition (the last level of every factor), first repetition.
+
+Error bars are 95% Student-t confidence intervals of the mean over seeds (repetitions) only,
+with every seed's value drawn as a dot: a factor is never pooled into an error bar. In the
+speedup figure every factor other than the x factor and the panel factor gets its own line
+(a line style and marker per level).
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from lbsim.plots.run_figs import (
     draw_staleness,
     draw_timeline,
     iteration_times,
+    timeline_workers,
     wide,
 )
-from lbsim.plots.style import new_figure, ordered_schemes, scheme_colors
+from lbsim.plots.stats import mean_ci95
+from lbsim.plots.style import LINESTYLES, MARKERS, new_figure, ordered_schemes, scheme_colors
 
 Cond = tuple[str, ...]
 
@@ -78,13 +85,13 @@ class _Table:
                 and (rep is None or int(r.get("repetition") or 0) == rep)]
 
 
-def _mean_sd(values: list[float]) -> tuple[float, float]:
-    a = np.asarray(values, dtype=float)
-    return float(a.mean()), float(a.std(ddof=1)) if len(a) > 1 else 0.0
+def ci_note(reps: int) -> str:
+    return (f"mean and 95% t-interval over {reps} seeds; dots: each seed" if reps > 1
+            else "one seed: no interval")
 
 
 def bars_figure(t: _Table, column: str, ylabel: str, title: str, *, missing: str | None = None) -> Any:
-    """Grouped bars, mean +- s.d. over repetitions: a group per condition, a bar per scheme.
+    """Grouped bars, mean and 95% t-interval over repetitions (dots: each seed): a group per condition, a bar per scheme.
 
     With more than six conditions and at least two condition factors, one panel per level of
     the first factor (the rest of the condition on each panel's x axis). ``missing`` labels the
@@ -102,10 +109,14 @@ def bars_figure(t: _Table, column: str, ylabel: str, title: str, *, missing: str
         a = ax[k, 0]
         x = np.arange(len(conds))
         for j, scheme in enumerate(t.schemes):
-            stats = [_mean_sd(vals[(scheme, c)]) if vals.get((scheme, c)) else (np.nan, 0.0) for c in conds]
+            stats = [mean_ci95(vals[(scheme, c)]) if vals.get((scheme, c)) else (np.nan, 0.0) for c in conds]
             xs = x + (j - (n_s - 1) / 2) * width
             a.bar(xs, [m for m, _ in stats], width, yerr=[s for _, s in stats],
-                  label=scheme, color=t.colors[scheme], capsize=2, error_kw={"elinewidth": 0.8})
+                  label=scheme, color=t.colors[scheme], capsize=2, error_kw={"elinewidth": 0.8}, alpha=0.85)
+            for xi, c in zip(xs, conds, strict=True):
+                seeds = vals.get((scheme, c), [])
+                if len(seeds) > 1:
+                    a.plot([xi] * len(seeds), seeds, linestyle="none", marker="o", markersize=2.5, color="black", zorder=3)
             for xi, (m, _) in zip(xs, stats, strict=True):
                 if missing and np.isnan(m):
                     a.text(xi, 0, f" {missing}", rotation=90, ha="center", va="bottom", fontsize="x-small",
@@ -121,7 +132,7 @@ def bars_figure(t: _Table, column: str, ylabel: str, title: str, *, missing: str
         if k == 0:
             a.legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax[-1, 0].set_xlabel("condition (" + ", ".join(short(c) for c in (t.conds[1:] if facet else t.conds)) + ")" if t.conds else "")
-    fig.suptitle(f"{title}\n(mean ± s.d. over {t.reps} seed{'s' if t.reps > 1 else ''})")
+    fig.suptitle(f"{title}\n({ci_note(t.reps)})")
     return fig
 
 
@@ -147,23 +158,38 @@ def speedup_figure(t: _Table, x: str | None) -> Any | None:
     thr: dict[tuple[str, Cond, str], float] = {}
     for r in t.sweep.rows:
         thr[(r["scheme"], t.cond(r), r.get("repetition", "0"))] = t.sweep.number(r, "throughput_samples_per_s")
-    ratios: dict[tuple[str, Any, str], list[float]] = defaultdict(list)
+    rest_idx = [i for i in others if i != facet]  # factors neither on x nor a panel: a line per level, never pooled
+    ratios: dict[tuple[str, Any, Cond, str], list[float]] = defaultdict(list)
     for (scheme, cond, rep), v in thr.items():
         b = thr.get((base, cond, rep))
         if b and b > 0 and not np.isnan(v):
-            ratios[(scheme, cond[facet] if facet is not None else None, cond[xi] if xi is not None else "all")].append(v / b)
-    fig, ax = new_figure(4.2 * len(facet_levels) + 1, 4.5, 1, len(facet_levels), sharey=True)
+            key = (scheme, cond[facet] if facet is not None else None, tuple(cond[i] for i in rest_idx),
+                   cond[xi] if xi is not None else "all")
+            ratios[key].append(v / b)
+    rests = list(dict.fromkeys(tuple(c[i] for i in rest_idx) for c in t.conditions))
+    fig, ax = new_figure(4.6 * len(facet_levels) + 1.8, 4.8, 1, len(facet_levels), sharey=True)
     for k, level in enumerate(facet_levels):
         a = ax[0, k]
         a.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
         for j, scheme in enumerate(t.schemes):
             if scheme == base:
                 continue
-            pts = [(xpos[v], *_mean_sd(ratios[(scheme, level, v)])) for v in x_levels if ratios.get((scheme, level, v))]
-            if pts:
-                off = 0 if numeric else (j - len(t.schemes) / 2) * 0.04
-                a.errorbar([p[0] + off for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], label=scheme,
-                           color=t.colors[scheme], marker="o", capsize=3)
+            for m, rest in enumerate(rests):
+                pts = [(xpos[v], *mean_ci95(ratios[(scheme, level, rest, v)]), ratios[(scheme, level, rest, v)])
+                       for v in x_levels if ratios.get((scheme, level, rest, v))]
+                if not pts:
+                    continue
+                off = (j * len(rests) + m - (len(t.schemes) * len(rests)) / 2) * (0.012 if numeric else 0.04)
+                span = (max(xpos.values()) - min(xpos.values())) if numeric and len(xpos) > 1 else 1.0
+                off *= span if numeric else 1.0
+                label = scheme + (", " + ", ".join(f"{short(t.conds[i])}={r}" for i, r in zip(rest_idx, rest, strict=True))
+                                  if rest else "")
+                a.errorbar([p[0] + off for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], label=label,
+                           color=t.colors[scheme], marker=MARKERS[m % len(MARKERS)],
+                           linestyle=LINESTYLES[m % len(LINESTYLES)], capsize=3, markersize=5)
+                for p in pts:
+                    a.plot([p[0] + off] * len(p[3]), p[3], linestyle="none", marker=".", markersize=3,
+                           color=t.colors[scheme], alpha=0.6)
         if not numeric:
             a.set_xticks(list(xpos.values()))
             a.set_xticklabels(x_levels)
@@ -173,11 +199,11 @@ def speedup_figure(t: _Table, x: str | None) -> Any | None:
         if level is not None and facet is not None:
             a.set_title(f"{short(t.conds[facet])} = {level}")
         a.grid(True, alpha=0.3)
-        a.legend(fontsize="small", title="scheme")
+        if k == len(facet_levels) - 1:
+            a.legend(fontsize="x-small", title="scheme", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax[0, 0].set_ylabel(f"speedup over {base.upper()} (throughput ratio)")
-    rest = [short(t.conds[i]) for i in others if i != facet]
     fig.suptitle(f"Speedup over {base.upper()} vs {short(xcol) if xcol else 'condition'} "
-                 f"(mean ± s.d. over seeds{' and ' + ', '.join(rest) if rest else ''})")
+                 f"(same condition and seed; {ci_note(t.reps)})")
     return fig
 
 
@@ -278,7 +304,7 @@ def sweep_figures(sweep: SweepData, *, timeline_s: float = DEFAULT_TIMELINE_S, x
     if picked:
         n = len(picked)
         first = runs.get(next(iter(picked.values()))["run"])
-        fig, ax = new_figure(10, n * (0.8 + 0.28 * max(first.workers, 2)) + 0.6, n, 1, sharex=True)
+        fig, ax = new_figure(10, n * (0.8 + 0.28 * max(len(timeline_workers(first)), 2)) + 0.6, n, 1, sharex=True)
         for k, (scheme, row) in enumerate(picked.items()):
             draw_timeline(ax[k, 0], runs.get(row["run"]), timeline_s, legend=k == 0)
             ax[k, 0].set_title(scheme, fontsize="medium", loc="left")

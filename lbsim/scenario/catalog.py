@@ -21,6 +21,17 @@ Caffe for the c5 CPUs. Cross-family speed ratios are therefore indicative only; 
 scenario. Network figures are the *effective* per-flow bandwidth: the AWS baseline capped at the
 5 Gbit/s single-flow limit (real-data.md §3.2), which §1.6 shows is what multi-node jobs really see.
 
+Nodes and links: ``gpus_per_node`` is how many GPUs one instance holds (0 for CPU instances: any
+number of worker processes may share one); ``bandwidth_gbps`` is the *node's* NIC (shared by the
+workers a scenario puts on the node); ``intra_bandwidth_gbps`` / ``intra_latency_s`` are one hop
+inside the node (PCIe / NVLink; ``None`` for one-GPU instances, which have no such hop). Where the
+measured synchronisation times show the rated figures are not reached (g4dn.12xlarge, real-data.md
+§1.6), the effective figure is used and the rated one given in the description.
+``shared_node_slowdown`` is the compute slowdown per extra worker on a node
+(:func:`lbsim.network.overlap.node_compute_factor`); no source gives one, so it is 0 everywhere
+(calibrate it: ``lbsim calibrate``). Model profiles carry their all-reduce/backward overlap
+(default: none, i.e. all communication after compute).
+
 Any figure can be overridden inline in a scenario; (model, instance) pairs with no catalog entry
 make ``performance()`` return ``None`` and must be given explicitly.
 """
@@ -33,6 +44,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
+from lbsim.scenario.sections import Overlap
+
 
 @dataclass(frozen=True)
 class InstanceType:
@@ -43,6 +56,11 @@ class InstanceType:
     bandwidth_gbps: float
     description: str
     source: str
+    gpus_per_node: int = 1
+    intra_bandwidth_gbps: float | None = None
+    intra_latency_s: float | None = None
+    shared_node_slowdown: float = 0.0
+    link_note: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,7 @@ class ModelProfile:
     gradient_bytes: int
     description: str
     source: str
+    overlap: Overlap = Overlap()  # no overlap: all communication after compute
 
 
 @dataclass(frozen=True)
@@ -70,10 +89,24 @@ _BW = "real-data.md §3.1 [D18] Karpenter baseline; §3.2 [D20] AWS 5 Gbit/s sin
 _VCPU_I = "vCPU count inferred (AWS spec, not in real-data.md)"
 
 
-def _inst(name, kind, acc, vcpus, baseline_gbps, description, source=_BW):
+def _inst(name, kind, acc, vcpus, baseline_gbps, description, source=_BW, **links):
     eff = min(baseline_gbps, SINGLE_FLOW_CAP_GBPS)
     desc = f"{description}; baseline {baseline_gbps:g} Gbit/s -> effective {eff:g} Gbit/s per flow"
-    return InstanceType(name, kind, acc, vcpus, eff, desc, source)
+    if kind == "cpu":
+        links.setdefault("gpus_per_node", 0)
+    return InstanceType(name, kind, acc, vcpus, eff, desc, source, **links)
+
+
+# g4dn.12xlarge, the Pollux/Sia testbed (real-data.md §1.1, §1.6; traces README §6): 4 T4 per node,
+# NIC rated 50 Gbit/s (§3.1). Measured BERT-base sync tails (§1.6, 440 MB fp32 gradient):
+# 2 nodes x 1 GPU 0.76 s -> ring S / T = 4.63 Gbit/s effective between nodes;
+# 1 node x 4 GPUs 93 ms -> 2 (3/4) S / T = 56.8 Gbit/s effective inside the node (a lower bound:
+# part of the all-reduce may hide under backward).
+_G4DN12_NIC_GBPS = round(440e6 * 8 / 0.76 / 1e9, 2)
+_G4DN12_PCIE_GBPS = round(2 * 3 / 4 * 440e6 * 8 / 0.093 / 1e9, 1)
+_LINK_G4DN12 = ("real-data.md §1.6 [D1] measured BERT sync tails on g4dn (effective NIC and PCIe "
+                "bandwidth); §3.1 [D18] rated 50 Gbit/s; 4x T4 per node §1.1 [D2]")
+_LAT_I = "inferred: per-hop latency 10 us inside a node (no source; NCCL PCIe/NVLink hops are a few us)"
 
 
 _INSTANCES = [
@@ -87,7 +120,14 @@ _INSTANCES = [
           "modelled per GPU: one worker = 1 of the 8 A100 40 GB GPUs of a p4d.24xlarge; its share "
           "of the 400 Gbit/s node (400/8 = 50 Gbit/s) is capped at the 5 Gbit/s single-flow limit "
           "(inferred: one TCP flow per worker, no placement group/EFA); vcpus = 96/8 per GPU "
-          f"({_VCPU_I})"),
+          f"({_VCPU_I})", gpus_per_node=8, intra_bandwidth_gbps=600 * 8 / 2, intra_latency_s=1e-5,
+          link_note="inferred: intra = NVLink 3 (A100) 600 GB/s bidirectional per GPU, 300 GB/s = 2400 "
+                    "Gbit/s one way (NVIDIA spec, not in real-data.md); " + _LAT_I),
+    _inst("p3.16xlarge", "gpu", "V100 16GB", 64, 25.0,
+          f"8x NVIDIA V100 16 GB per node (real-data.md §3.1), modelled per GPU, 8 per node; {_VCPU_I}",
+          gpus_per_node=8, intra_bandwidth_gbps=150.0 * 8, intra_latency_s=1e-5,
+          link_note="inferred: intra = NVLink 2 (V100) 300 GB/s bidirectional per GPU, 150 GB/s = 1200 "
+                    "Gbit/s one way (NVIDIA spec, not in real-data.md); " + _LAT_I),
     _inst("p2.xlarge", "gpu", "K80 12GB", 4, 10.0 * 4 / 32,
           "1x K80 die 12 GB; AWS lists only 'High' network, so the baseline is inferred as the "
           "p2.8xlarge's 10 Gbit/s (SINGA docs) scaled by vCPUs 4/32 (§3.2: bandwidth scales with "
@@ -102,6 +142,14 @@ _INSTANCES = [
     _inst("c5.18xlarge", "cpu", "none", 72, 25.0,
           "72 vCPU Xeon Platinum 8124M (real-data.md §1.4, §5.1)"),
 ]
+_INSTANCES.append(InstanceType(
+    "g4dn.12xlarge", "gpu", "T4 16GB", 48, _G4DN12_NIC_GBPS,
+    "4x NVIDIA T4 16 GB per node (the Pollux/Sia testbed, real-data.md §1.1 [D2]); modelled per GPU, 4 "
+    f"per node; NIC rated 50 Gbit/s (§3.1), effective {_G4DN12_NIC_GBPS:g} Gbit/s between nodes and "
+    f"{_G4DN12_PCIE_GBPS:g} Gbit/s over PCIe inside a node, from measured sync tails (§1.6); vcpus = 48 "
+    f"per node ({_VCPU_I})",
+    _LINK_G4DN12, gpus_per_node=4, intra_bandwidth_gbps=_G4DN12_PCIE_GBPS, intra_latency_s=1e-5,
+    link_note=_LAT_I))
 INSTANCES: Mapping[str, InstanceType] = MappingProxyType({i.name: i for i in _INSTANCES})
 
 _MODELS = [
@@ -159,6 +207,12 @@ _PERF = [
                 _CAP_I + "; ResNet-50 with apex AMP"),
     Performance("bert_base_squad", "g4dn.xlarge", 0.2267, 17.3, 12, _FIT,
                 _CAP_I + "; fit over b = 4..12 only"),
+    # T4 on the 4-GPU g4dn.12xlarge (the node the Pollux files were measured on): the same fits
+    Performance("resnet18_cifar10", "g4dn.12xlarge", 0.0177, 1505, 1024, _FIT, _CAP_I),
+    Performance("resnet50_imagenet", "g4dn.12xlarge", 0.0797, 238, 200, _FIT,
+                _CAP_I + "; ResNet-50 with apex AMP"),
+    Performance("bert_base_squad", "g4dn.12xlarge", 0.2267, 17.3, 12, _FIT,
+                _CAP_I + "; fit over b = 4..12 only"),
     # V100 (p3.2xlarge)
     Performance("resnet18_cifar10", "p3.2xlarge", 0.0702, 5482, 1536, _FIT, _V100_NOTE + " (3072/2)"),
     Performance("resnet50_imagenet", "p3.2xlarge", 0.1138, 775, 300, _FIT,
@@ -166,6 +220,10 @@ _PERF = [
                 "(§1.3 [D3][D4])"),
     Performance("bert_base_squad", "p3.2xlarge", 0.1068, 48.1, 18, _FIT,
                 _V100_NOTE + " (36/2); Lambda ran BERT-base FP32 at 24 on V100 16 GB (§1.2 [D3])"),
+    # V100 on the 8-GPU p3.16xlarge: the p3.2xlarge curves (same GPU)
+    Performance("resnet18_cifar10", "p3.16xlarge", 0.0702, 5482, 1536, _FIT, _V100_NOTE + " (3072/2)"),
+    Performance("resnet50_imagenet", "p3.16xlarge", 0.1138, 775, 300, _FIT, _V100_NOTE + " (600/2); AMP"),
+    Performance("bert_base_squad", "p3.16xlarge", 0.1068, 48.1, 18, _FIT, _V100_NOTE + " (36/2)"),
     # A100 (one GPU of p4d.24xlarge)
     Performance("resnet18_cifar10", "p4d.24xlarge", 0.0271, 10828, 4096, _FIT,
                 _CAP_I + "; Sia DGX-A100 profile"),

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_LIST_ITEMS, short_repr
 
 T = TypeVar("T")
 MISSING = dataclasses.MISSING
@@ -57,9 +58,9 @@ def _join(path: str, key: str | int) -> str:
 
 def _key_text(key: Any) -> str:
     """A mapping key as it appears in a key path: plain if it is a simple word, else its repr."""
-    if isinstance(key, str) and key and key.isprintable() and not any(c.isspace() for c in key):
+    if isinstance(key, str) and key and len(key) <= 60 and key.isprintable() and not any(c.isspace() for c in key):
         return key
-    return repr(key)
+    return short_repr(key)
 
 
 def _did_you_mean(word: Any, choices: Iterable[str]) -> str:
@@ -71,9 +72,8 @@ def _did_you_mean(word: Any, choices: Iterable[str]) -> str:
 
 
 def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters (error messages stay one short line)."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    """``repr(value)``, cut to ``limit`` characters (error messages stay one short line; never builds more)."""
+    return short_repr(value, limit)
 
 
 def _describe(value: Any) -> str:
@@ -113,6 +113,8 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
         (item_tp, _ellipsis) = get_args(tp)
         if meta.get("nonempty") and not value:
             raise InputError(path, "must not be empty")
+        if len(value) > MAX_LIST_ITEMS:
+            raise InputError(path, f"a list of {len(value)} items is longer than the bound of {MAX_LIST_ITEMS}")
         item_meta = {"registry": registry}
         return tuple(_convert(item_tp, v, _join(path, i), item_meta) for i, v in enumerate(value))
     if registry is not None:
@@ -163,7 +165,7 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
             raise InputError(path, f"expected a number, got {_describe(value)}")
         f = float(value)
         if f != f or f in (float("inf"), float("-inf")):
-            raise InputError(path, f"expected a finite number, got {value!r}")
+            raise InputError(path, f"expected a finite number, got {_short(value)}")
         return _bounded(f, path, meta)
     if tp is str:
         if not isinstance(value, str):

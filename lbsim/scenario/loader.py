@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_YAML_BYTES, MAX_YAML_NODES, exceeds_values
 from lbsim.scenario.contention import TraceContention
 from lbsim.scenario.fields import parse, to_data
 from lbsim.scenario.overrides import apply_overrides, parse_yaml, yaml_error_text
@@ -23,10 +24,21 @@ from lbsim.scenario.resolve import check_scenario
 from lbsim.scenario.schema import Scenario
 
 
+def check_yaml_size(path: str | Path) -> None:
+    """A YAML input file larger than ``MAX_YAML_BYTES`` is refused before it is read."""
+    try:
+        size = Path(path).stat().st_size
+    except OSError:
+        return  # reading it reports the problem
+    if size > MAX_YAML_BYTES:
+        raise InputError(str(path), f"the file is {size} bytes, more than the bound of {MAX_YAML_BYTES} for a YAML input")
+
+
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise InputError(str(path), "scenario file not found")
+    check_yaml_size(p)
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
@@ -68,6 +80,8 @@ def load_scenario(
     if scheme is not None:
         data = with_scheme(data, scheme)
     data = apply_overrides(data, overrides)
+    if overrides and exceeds_values(data):  # each --set value is bounded; many of them together too
+        raise InputError("--set", f"the scenario with its overrides holds more than {MAX_YAML_NODES} values, the bound")
     return scenario_from_data(data, base_dir=Path(path).resolve().parent)
 
 
@@ -95,12 +109,34 @@ def scenario_data(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario as plain data, sections in a readable order.
 
     ``data: null`` (the default: data local and free) is left out, so scenarios without a data
-    section resolve to the same text as before the section existed.
+    section resolve to the same text as before the section existed; so are the node-and-link keys
+    (issue 13) while they hold their defaults (:data:`_LATER_DEFAULTS`).
     """
     data = to_data(scenario)
     if data.get("data") is None:
         data.pop("data", None)
+    _drop_defaults(data.get("workload"), _LATER_DEFAULTS["workload"])
+    for group in data.get("cluster", {}).get("groups", []):
+        _drop_defaults(group, _LATER_DEFAULTS["group"])
+    if data.get("network", {}).get("name") == "ring_allreduce":
+        _drop_defaults(data["network"], _LATER_DEFAULTS["ring_allreduce"])
     return {**{k: data[k] for k in _FIRST_KEYS if k in data}, **data}
+
+
+# keys added after scenarios were first written out, left out of the resolved text at their default
+_LATER_DEFAULTS: dict[str, dict[str, Any]] = {
+    "workload": {"overlap": None},
+    "group": {"workers_per_node": 1, "nic_latency_s": None, "intra_bandwidth_gbps": None, "intra_latency_s": None,
+              "shared_node_slowdown": None, "compute_curve": None},
+    "ring_allreduce": {"algorithm": "ring"},
+}
+
+
+def _drop_defaults(section: Any, defaults: dict[str, Any]) -> None:
+    if isinstance(section, dict):
+        for key, default in defaults.items():
+            if key in section and section[key] == default:
+                del section[key]
 
 
 def dump_scenario(scenario: Scenario) -> str:

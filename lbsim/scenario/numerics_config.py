@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_HISTORY
 from lbsim.scenario.contention import Workers
 from lbsim.scenario.fields import param
 
@@ -27,7 +28,7 @@ class NumericsConfig:
     enabled: bool = param(False, "train a real model in the simulation (time-to-accuracy); off = throughput only")
     dataset: Literal["digits", "breast_cancer"] = param("digits", "bundled dataset (UCI, shipped with lbsim)")
     model: Literal["softmax", "mlp"] = param("softmax", "softmax regression or a one-hidden-layer MLP (numpy)")
-    hidden: int = param(64, "mlp: hidden units", gt=0)
+    hidden: int = param(64, "mlp: hidden units", gt=0, le=MAX_HISTORY)
     learning_rate: float = param(0.1, "SGD learning rate of an update holding the whole global batch (see lr_rule)", gt=0)
     lr_rule: Literal["per_sample", "per_update"] = param("per_sample", "per_sample: an update's step scales with its samples / global_batch (linear scaling rule, the same step per sample in every scheme); per_update: every update steps learning_rate, whatever it holds")
     momentum: float = param(0.0, "SGD momentum, kept where updates are applied (server or aggregator)", ge=0)

@@ -15,10 +15,31 @@ from typing import Any
 import yaml
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_SET_CHARS, MAX_YAML_DEPTH, MAX_YAML_NODES, short_repr
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that rejects a key given twice in one mapping (PyYAML keeps the last)."""
+    """``yaml.SafeLoader`` that rejects a key given twice in one mapping (PyYAML keeps the last) and
+    nesting deeper than ``MAX_YAML_DEPTH`` (checked while composing: PyYAML's composer recurses)."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.path: list[str] = []  # where the composer is: mapping keys and list indices
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if isinstance(index, yaml.ScalarNode):  # a mapping's value, under this key
+            segment = index.value if len(index.value) <= 40 else index.value[:37] + "..."
+            self.path.append(f".{segment}" if any(self.path) else segment)
+        else:  # a list item (an int) or a mapping key being read (None)
+            self.path.append(f"[{index}]" if isinstance(index, int) else "")
+        try:
+            if len(self.path) > MAX_YAML_DEPTH + 1:  # the document itself is the first level
+                mark = self.peek_event().start_mark
+                where = "".join(self.path[:6]) + ("..." if len(self.path) > 6 else "")
+                raise yaml.composer.ComposerError(None, None, f"nested more than {MAX_YAML_DEPTH} levels deep under {where}", mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.path.pop()
 
 
 def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -31,7 +52,7 @@ def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = 
         key = loader.construct_object(key_node, deep=deep)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r} (a key may appear once per mapping)", key_node.start_mark
+                None, None, f"duplicate key {short_repr(key)} (a key may appear once per mapping)", key_node.start_mark
             )
         seen[key] = True
     return loader.construct_mapping(node, deep=deep)
@@ -48,17 +69,65 @@ def yaml_error_text(err: yaml.YAMLError) -> str:
     return f"invalid YAML{where}: {' '.join(str(problem).split())}"
 
 
+def _expanded_nodes(root: yaml.Node) -> int:
+    """Nodes in the document once every alias is expanded (memoised: linear in the distinct nodes).
+
+    Raises ``yaml.YAMLError`` for an alias inside the node it refers to (an endless structure).
+    """
+    sizes: dict[int, int] = {}
+    open_: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_:
+            raise yaml.composer.ComposerError(None, None, "an alias refers to a node that contains it "
+                                              "(an endless structure)", node.start_mark)
+        open_.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        open_.discard(key)
+        sizes[key] = total
+        return total
+
+    return size(root)
+
+
 def parse_yaml(text: str) -> Any:
-    """``yaml.safe_load`` that also rejects duplicate keys; raises ``yaml.YAMLError``."""
-    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 — a SafeLoader subclass
+    """``yaml.safe_load`` that also rejects duplicate keys and oversized structures; raises ``yaml.YAMLError``.
+
+    The document is composed (nesting checked on the way), its size after alias expansion counted
+    (``MAX_YAML_NODES``), and only then constructed, so an anchor bomb costs what its text costs.
+    """
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        nodes = _expanded_nodes(node)
+        if nodes > MAX_YAML_NODES:
+            raise yaml.composer.ComposerError(
+                None, None, f"{nodes} values once aliases (*name) are expanded, more than the bound of {MAX_YAML_NODES}",
+                None)
+        return loader.construct_document(node)
+    except (ValueError, RecursionError) as err:  # e.g. an integer of more than 4,300 digits
+        raise yaml.YAMLError(f"a value cannot be read: {short_repr(str(err), 120)}") from None
+    finally:
+        loader.dispose()
 
 
 def parse_override(text: str) -> tuple[list[str], Any]:
     """Split ``a.b.0.c=value`` into its path segments and the YAML-parsed value."""
     key, sep, raw = text.partition("=")
     key = key.strip()
+    if len(text) > MAX_SET_CHARS:
+        raise InputError(f"--set {key if len(key) <= 40 else key[:37] + '...'}", f"{len(text)} characters, more than the bound of {MAX_SET_CHARS}")
     if not sep or not key or any(not part.strip() for part in key.split(".")):
-        raise InputError("--set", f"expected KEY=VALUE with a dotted key (e.g. scheme.staleness=2), got {text!r}")
+        raise InputError("--set", f"expected KEY=VALUE with a dotted key (e.g. scheme.staleness=2), got {short_repr(text)}")
     try:
         value = parse_yaml(raw) if raw.strip() else None
     except yaml.YAMLError as err:
@@ -77,7 +146,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
             last = depth == len(parts) - 1
             if isinstance(node, list):
                 if not part.isdigit():
-                    raise InputError(f"--set {where}", f"{part!r} is not a list index; valid: 0..{len(node) - 1} (the list has {len(node)} items)")
+                    raise InputError(f"--set {where}", f"{short_repr(part)} is not a list index; valid: 0..{len(node) - 1} (the list has {len(node)} items)")
                 if int(part) >= len(node):
                     raise InputError(f"--set {where}", f"list index out of range; valid: 0..{len(node) - 1} (the list has {len(node)} items)")
                 index: Any = int(part)
@@ -85,7 +154,7 @@ def apply_overrides(data: dict[str, Any], overrides: Iterable[str]) -> dict[str,
                 index = part
             else:
                 parent = ".".join(parts[:depth]) or "(top level)"
-                raise InputError(f"--set {where}", f"{parent} is {type(node).__name__} {node!r}, not a mapping or list; it has no key {part!r}")
+                raise InputError(f"--set {where}", f"{parent} is {type(node).__name__} {short_repr(node)}, not a mapping or list; it has no key {short_repr(part)}")
             if last:
                 node[index] = value
             else:

@@ -10,7 +10,7 @@ from lbsim.scenario.contention import contention_configs
 from lbsim.scenario.data import DataConfig, DataPlacement, StorageNode
 from lbsim.scenario.fields import help_rows
 from lbsim.scenario.schema import Scenario
-from lbsim.scenario.sections import Cluster, WorkerGroup, Workload, network_configs
+from lbsim.scenario.sections import Cluster, Overlap, WorkerGroup, Workload, network_configs
 from lbsim.schemes.registry import scheme_configs, scheme_summary
 
 INTRO = """# Scenario reference
@@ -29,6 +29,20 @@ DATA_INTRO = (
     "(cost model and sampling rules: `lbsim/fetch.py`). The local shares over all workers sum to at most 1."
 )
 
+
+OVERLAP_INTRO = (
+    "Gradients are reduced in buckets during backward; of an all-reduce of `c` seconds after a step of `t` "
+    "seconds of compute only `max(tail_share c, c - hide_share t)` delays the step (`lbsim/network/overlap.py`). "
+    "All-reduce only: a parameter-server push follows the whole batch, so PS schemes never overlap."
+)
+
+NODES_INTRO = (
+    "Workers sit `workers_per_node` to a node (default 1: each alone, as before nodes existed). A node's NIC "
+    "(`bandwidth_gbps`, `nic_latency_s`) is shared by its workers; a hop between two of them crosses the intra-node "
+    "link (`intra_bandwidth_gbps`, `intra_latency_s`: PCIe / NVLink). Unset figures come from the catalog instance. "
+    "Network contention on a worker slows its node's links (the most slowed worker sets the pace). "
+    "All-reduce formulas: `lbsim/network/collectives.py`."
+)
 
 _YAML_WORDS = {"None": "null", "True": "true", "False": "false", "()": "[]"}
 
@@ -55,8 +69,9 @@ def reference_markdown() -> str:
         ("scheme", "a mapping with `name`", "bsp", "synchronization scheme (below; `lbsim schemes`)"),
     ])
     lines += ["## `workload`", ""] + _table(help_rows(Workload, "workload."))
+    lines += ["### `workload.overlap`", "", OVERLAP_INTRO, ""] + _table(help_rows(Overlap, "workload.overlap."))
     lines += ["## `cluster`", ""] + _table(help_rows(Cluster, "cluster."))
-    lines += ["### `cluster.groups[]`", ""] + _table(help_rows(WorkerGroup, "cluster.groups[]."))
+    lines += ["### `cluster.groups[]`", "", NODES_INTRO, ""] + _table(help_rows(WorkerGroup, "cluster.groups[]."))
     lines += ["## `data`", "", DATA_INTRO, ""] + _table(help_rows(DataConfig, "data."))
     lines += ["### `data.placement[]`", ""] + _table(help_rows(DataPlacement, "data.placement[]."))
     lines += ["### `data.storage`", ""] + _table(help_rows(StorageNode, "data.storage."))

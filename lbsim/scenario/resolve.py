@@ -10,10 +10,13 @@ each raises :class:`~lbsim.errors.InputError` at the key path.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_WORKER_ITERATIONS, MAX_WORKERS, short_repr
+from lbsim.network.overlap import OverlapParams, node_compute_factor
 from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.sections import ParameterServerConfig
@@ -24,7 +27,13 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """One worker's figures after catalog lookup and inline overrides."""
+    """One worker's figures after catalog lookup and inline overrides.
+
+    ``bandwidth_gbps`` is the worker's node's NIC (shared by the node's workers), ``node`` the
+    node's index (nodes numbered in worker order), ``node_size`` how many workers share it. The
+    shared-node compute factor is already folded into ``t0_s``, ``samples_per_s`` and
+    ``compute_curve`` (so schemes and engines see the slower node alike).
+    """
 
     index: int
     group: int
@@ -35,22 +44,56 @@ class WorkerSpec:
     max_batch: int
     bandwidth_gbps: float
     jitter_cv: float
+    node: int = 0
+    node_size: int = 1
+    nic_latency_s: float | None = None  # None: the network section's latency
+    intra_bandwidth_gbps: float | None = None  # None: no intra-node hop (alone on its node)
+    intra_latency_s: float = 0.0
+    compute_curve: ComputeCurve | None = None
 
     def compute_s(self, batch: int) -> float:
-        """Nominal (uncontended) compute time of one iteration: t(b) = t0 + b / X."""
+        """Nominal (uncontended) compute time of one iteration: t(b) = t0 + b / X, or the curve."""
+        if self.compute_curve is not None:
+            return self.compute_curve.step_s(batch)
         return self.t0_s + batch / self.samples_per_s
+
+
+@dataclass(frozen=True)
+class ComputeCurve:
+    """Tabulated ``t(b)``: piecewise-linear between the points, linear beyond the end segments.
+
+    An end segment extended far enough may reach 0; the time is never less than 0.
+    """
+
+    batches: tuple[float, ...]
+    steps_s: tuple[float, ...]
+
+    def step_s(self, batch: float) -> float:
+        b, t = self.batches, self.steps_s
+        i = bisect.bisect_right(b, batch) - 1
+        i = min(max(i, 0), len(b) - 2)  # the end segments extend beyond the ends
+        return max(0.0, t[i] + (t[i + 1] - t[i]) * (batch - b[i]) / (b[i + 1] - b[i]))
+
+    def scaled(self, factor: float) -> ComputeCurve:
+        return ComputeCurve(self.batches, tuple(s * factor for s in self.steps_s))
 
 
 def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     model = scenario.workload.model
     if model not in catalog.MODELS:
-        raise InputError("workload.model", f"unknown model {model!r}; valid: {', '.join(catalog.model_names())}")
+        raise InputError("workload.model", f"unknown model {short_repr(model)}; valid: {', '.join(catalog.model_names())}")
+    total = 0
+    for g, group in enumerate(scenario.cluster.groups):  # the size is checked before any worker exists
+        total += group.count
+        if total > MAX_WORKERS:
+            raise InputError(f"cluster.groups[{g}].count", f"{group.count} brings the cluster to {total} workers, "
+                             f"more than the bound of {MAX_WORKERS}")
     workers: list[WorkerSpec] = []
     for g, group in enumerate(scenario.cluster.groups):
         path = f"cluster.groups[{g}]"
         inst = catalog.INSTANCES.get(group.instance)
         if inst is None:
-            raise InputError(f"{path}.instance", f"unknown instance type {group.instance!r}; valid: {', '.join(catalog.instance_names())}")
+            raise InputError(f"{path}.instance", f"unknown instance type {short_repr(group.instance)}; valid: {', '.join(catalog.instance_names())}")
         perf = catalog.performance(model, group.instance)
         if perf is None and (group.samples_per_s is None or group.max_batch is None):
             raise InputError(
@@ -62,9 +105,46 @@ def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
         speed = group.samples_per_s if group.samples_per_s is not None else perf.samples_per_s  # type: ignore[union-attr]
         cap = group.max_batch if group.max_batch is not None else perf.max_batch  # type: ignore[union-attr]
         bw = group.bandwidth_gbps if group.bandwidth_gbps is not None else inst.bandwidth_gbps
-        for _ in range(group.count):
-            workers.append(WorkerSpec(len(workers), g, group.instance, inst.kind, t0, speed, cap, bw, group.jitter_cv))
+        per_node = group.workers_per_node
+        if inst.kind == "gpu" and per_node > inst.gpus_per_node:
+            raise InputError(f"{path}.workers_per_node", f"{per_node} workers on a node of {group.instance}, "
+                                                         f"which has {inst.gpus_per_node} GPU(s); valid: 1..{inst.gpus_per_node}")
+        intra_bw = group.intra_bandwidth_gbps if group.intra_bandwidth_gbps is not None else inst.intra_bandwidth_gbps
+        if per_node > 1 and min(per_node, group.count) > 1 and intra_bw is None:
+            raise InputError(f"{path}.intra_bandwidth_gbps", f"the catalog has no intra-node link for {group.instance}; "
+                                                             "give intra_bandwidth_gbps (and intra_latency_s) inline")
+        intra_lat = group.intra_latency_s if group.intra_latency_s is not None else (inst.intra_latency_s or 0.0)
+        slow = group.shared_node_slowdown if group.shared_node_slowdown is not None else inst.shared_node_slowdown
+        curve = _curve(group.compute_curve)
+        first_node = workers[-1].node + 1 if workers else 0
+        for i in range(group.count):
+            size = min(per_node, group.count - (i // per_node) * per_node)
+            factor = node_compute_factor(size, slow)
+            g_t0, g_speed, g_curve = t0, speed, curve
+            if factor != 1.0:
+                g_t0, g_speed = t0 * factor, speed / factor
+                g_curve = curve.scaled(factor) if curve is not None else None
+            workers.append(WorkerSpec(
+                len(workers), g, group.instance, inst.kind, g_t0, g_speed, cap, bw, group.jitter_cv,
+                node=first_node + i // per_node, node_size=size, nic_latency_s=group.nic_latency_s,
+                intra_bandwidth_gbps=intra_bw if size > 1 else None, intra_latency_s=intra_lat,
+                compute_curve=g_curve,
+            ))
     return tuple(workers)
+
+
+def _curve(points: tuple[tuple[float, ...], ...] | None) -> ComputeCurve | None:
+    if points is None:
+        return None
+    return ComputeCurve(tuple(p[0] for p in points), tuple(p[1] for p in points))
+
+
+def overlap_params(scenario: Scenario) -> OverlapParams:
+    """The workload's overlap of the all-reduce with backward, or the model profile's."""
+    o = scenario.workload.overlap
+    if o is None:
+        o = catalog.MODELS[scenario.workload.model].overlap
+    return OverlapParams(o.hide_share, o.tail_share)
 
 
 def gradient_bytes(scenario: Scenario) -> int:
@@ -86,7 +166,7 @@ def select_workers(selector: str | tuple[int | str, ...], workers: tuple[WorkerS
             match = [w.index for w in workers if w.instance == item]
             if not match:
                 present = sorted({w.instance for w in workers})
-                raise InputError(f"{path}[{i}]", f"no worker of instance type {item!r}; the cluster has: {', '.join(present)}")
+                raise InputError(f"{path}[{i}]", f"no worker of instance type {short_repr(item)}; the cluster has: {', '.join(present)}")
             chosen.extend(match)
     return tuple(sorted(set(chosen)))
 
@@ -105,6 +185,12 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
             "(sum of max_batch over workers)",
         )
     cls: Any = scheme_class(scenario.scheme.kind)  # type: ignore[attr-defined]
+    updates = scenario.workload.updates
+    planned = None if updates is None else updates * (len(workers) if cls.synchronous else 1)
+    if planned is not None and planned > MAX_WORKER_ITERATIONS:  # every worker-iteration is recorded in memory
+        per = f" x {len(workers)} workers" if cls.synchronous else ""
+        raise InputError("workload.updates", f"{updates} updates{per} plan {planned} worker-iterations, more than the "
+                         f"bound of {MAX_WORKER_ITERATIONS} (each is recorded in memory)")
     needs_ps = not cls.synchronous or getattr(scenario.scheme, "backup_workers", 0) > 0
     if needs_ps and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not cls.synchronous else "scheme.backup_workers"

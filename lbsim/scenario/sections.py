@@ -2,15 +2,29 @@
 
 Each class is a frozen dataclass; the defaults and help texts here are the only defaults lbsim
 has. Network models are polymorphic (``network: {name: ring_allreduce, ...}``).
+
+Nodes and links: a group's workers sit ``workers_per_node`` to a node (default 1: every worker
+alone on its node, the meaning scenarios had before nodes existed). A node's NIC
+(``bandwidth_gbps``, ``nic_latency_s``) is shared by its workers; its intra-node link
+(``intra_bandwidth_gbps``, ``intra_latency_s``: PCIe / NVLink) joins them. Unset figures come
+from the catalog instance (:mod:`lbsim.scenario.catalog`); formulas in :mod:`lbsim.network`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from lbsim.errors import InputError
 from lbsim.scenario.fields import param
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """Bucketed overlap of the all-reduce with backward: exposed = max(tail_share c, c - hide_share t)."""
+
+    hide_share: float = param(0.0, "share of the step's compute that the all-reduce can hide under (0: no overlap)", ge=0, le=1)
+    tail_share: float = param(1.0, "share of the all-reduce that is never hidden (the last bucket; 1: no overlap)", ge=0, le=1)
 
 
 @dataclass(frozen=True)
@@ -21,6 +35,8 @@ class Workload:
     time_budget_s: float | None = param(None, "stop at this simulated time (null: no limit)", gt=0)
     samples: int | None = param(None, "stop once updates have applied this many samples: equal work across schemes whose updates hold different batches (null: no limit)", gt=0)
     gradient_bytes: int | None = param(None, "bytes pushed per gradient (null: the model profile's)", gt=0)
+    overlap: Overlap | None = param(None, "overlap of the gradient all-reduce with backward (null: the model profile's; "
+                                          "the catalog's models have none)")
 
     def check(self) -> None:
         if self.updates is None and self.time_budget_s is None and self.samples is None:
@@ -34,8 +50,33 @@ class WorkerGroup:
     t0_s: float | None = param(None, "override: fixed per-iteration time in t(b) = t0_s + b / samples_per_s", ge=0)
     samples_per_s: float | None = param(None, "override: asymptotic sample throughput", gt=0)
     max_batch: int | None = param(None, "override: memory cap on the per-worker batch", gt=0)
-    bandwidth_gbps: float | None = param(None, "override: effective network bandwidth", gt=0)
+    bandwidth_gbps: float | None = param(None, "override: effective bandwidth of each node's NIC (inter-node link), "
+                                                 "shared by the node's workers", gt=0)
     jitter_cv: float = param(0.0, "natural per-iteration compute noise (lognormal, coefficient of variation)", ge=0)
+    workers_per_node: int = param(1, "workers of this group sharing one node (the last node holds the rest; "
+                                     "nodes never span groups)", gt=0)
+    nic_latency_s: float | None = param(None, "override: per-hop latency of an inter-node hop (null: the ring's alpha_s)", ge=0)
+    intra_bandwidth_gbps: float | None = param(None, "override: effective bandwidth of a hop inside a node "
+                                                       "(PCIe / NVLink)", gt=0)
+    intra_latency_s: float | None = param(None, "override: per-hop latency inside a node", ge=0)
+    shared_node_slowdown: float | None = param(None, "override: compute slowdown per extra worker on a node, "
+                                                     "t x (1 + s (k - 1)) for k workers on the node", ge=0)
+    compute_curve: tuple[tuple[float, ...], ...] | None = param(
+        None, "override: tabulated t(b) as [[batch, step_s], ...] (batches increasing), piecewise-linear, "
+              "extrapolated linearly beyond the ends (never below 0); replaces t0_s/samples_per_s in the engines")
+
+    def check(self) -> None:
+        if self.compute_curve is None:
+            return
+        if len(self.compute_curve) < 2:
+            raise InputError("compute_curve", f"needs at least 2 points [batch, step_s], got {len(self.compute_curve)}")
+        for i, point in enumerate(self.compute_curve):
+            if len(point) != 2:
+                raise InputError(f"compute_curve[{i}]", f"expected [batch, step_s], got {list(point)}")
+            if not point[0] > 0 or not point[1] > 0:
+                raise InputError(f"compute_curve[{i}]", f"batch and step_s must be > 0, got {list(point)}")
+            if i and not point[0] > self.compute_curve[i - 1][0]:
+                raise InputError(f"compute_curve[{i}]", "batches must be strictly increasing")
 
 
 @dataclass(frozen=True)
@@ -56,11 +97,16 @@ class ParameterServerConfig:
 
 @dataclass(frozen=True)
 class RingAllReduceConfig:
-    """Ring all-reduce, alpha-beta model: T = 2(n-1) alpha + 2 (n-1)/n S / B_min."""
+    """All-reduce over nodes and links: a flat ring (T = 2(n-1) alpha + 2 (n-1)/n S / B_min), hierarchical, tree or NCCL's pick."""
 
     kind: ClassVar[str] = "ring_allreduce"
-    alpha_s: float = param(0.00005, "per-step latency alpha of the ring", ge=0)
-    bandwidth_gbps: float | None = param(None, "link bandwidth (null: each worker's own; the ring runs at the slowest)", gt=0)
+    alpha_s: float = param(0.00005, "per-step latency alpha of an inter-node hop (groups may override: nic_latency_s)", ge=0)
+    bandwidth_gbps: float | None = param(None, "every node's NIC bandwidth (null: each group's own; the ring runs at its "
+                                               "slowest hop)", gt=0)
+    algorithm: Literal["ring", "hierarchical", "tree", "nccl"] = param(
+        "ring", "ring: one flat ring over all workers; hierarchical: intra-node reduce-scatter, ring across nodes, "
+                "intra-node all-gather; tree: the same with a double binary tree across nodes; nccl: ring on <= 2 "
+                "nodes, tree on more (lbsim/network/collectives.py)")
 
 
 def network_configs() -> dict[str, type]:

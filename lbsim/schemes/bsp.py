@@ -28,7 +28,13 @@ class BSPConfig:
 
 
 def check_even_split(batches: tuple[int, ...], ctx: SchemeContext, scheme: str) -> None:
-    """An equal split must fit every worker's memory cap."""
+    """An equal split must give every worker at least one sample and fit every worker's memory cap."""
+    if batches and min(batches) < 1:
+        raise InputError(
+            "workload.global_batch",
+            f"{ctx.global_batch} samples split evenly leave worker {batches.index(min(batches))} with none: scheme "
+            f"{scheme} needs a global batch of at least one sample per worker ({len(batches)})",
+        )
     for i, (b, cap) in enumerate(zip(batches, ctx.max_batch, strict=False)):
         if b > cap:
             raise InputError(

@@ -25,6 +25,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lbsim.limits import MAX_HISTORY
 from lbsim.scenario.fields import param
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.bsp import check_even_split
@@ -35,8 +36,8 @@ from lbsim.sizing.zipline import predict_ends, zipline
 
 @dataclass(frozen=True)
 class ElasticBSPConfig:
-    lookahead: int = param(15, "R: future iterations per worker ZipLine may choose from (paper: 15-240)", ge=1)
-    monitor_pushes: int = param(2, "pushes per worker watched after a barrier before predicting", ge=2)
+    lookahead: int = param(15, "R: future iterations per worker ZipLine may choose from (paper: 15-240)", ge=1, le=MAX_HISTORY)
+    monitor_pushes: int = param(2, "pushes per worker watched after a barrier before predicting", ge=2, le=MAX_HISTORY)
 
 
 @register_scheme("elastic_bsp", ElasticBSPConfig)

@@ -28,6 +28,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_HISTORY
 from lbsim.rng import stream
 from lbsim.scenario.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
@@ -47,16 +48,16 @@ class LBBSPConfig:
     initial: Literal["nominal", "even"] = param("nominal", "first round: equalise the catalog's nominal t(b), or split evenly")
     min_batch: int = param(1, "smallest batch any worker is given", ge=1)
     ema_alpha: float = param(0.5, "ema: weight of the newest speed", gt=0, le=1)
-    narx_speed_delays: int = param(3, "narx: past speeds fed to the net (d_v)", ge=1)
-    narx_input_delays: int = param(3, "narx: past CPU/memory readings fed besides the current one (d_u)", ge=0)
-    narx_hidden: int = param(10, "narx: tanh units in the hidden layer", ge=1)
-    narx_warmup: int = param(20, "narx: observations before the net is used (until then: last value)", ge=1)
+    narx_speed_delays: int = param(3, "narx: past speeds fed to the net (d_v)", ge=1, le=MAX_HISTORY)
+    narx_input_delays: int = param(3, "narx: past CPU/memory readings fed besides the current one (d_u)", ge=0, le=MAX_HISTORY)
+    narx_hidden: int = param(10, "narx: tanh units in the hidden layer", ge=1, le=MAX_HISTORY)
+    narx_warmup: int = param(20, "narx: observations before the net is used (until then: last value)", ge=1, le=MAX_HISTORY)
     narx_learning_rate: float = param(0.01, "narx: learning rate of online training", gt=0)
     step0: int | None = param(None, "gpu: initial step in samples (null: max(1, X / (4 n)))", gt=0)
-    window: int = param(5, "gpu: initial window in iterations", ge=1)
-    max_window: int = param(40, "gpu: the window stops doubling here", ge=1)
+    window: int = param(5, "gpu: initial window in iterations", ge=1, le=MAX_HISTORY)
+    max_window: int = param(40, "gpu: the window stops doubling here", ge=1, le=MAX_HISTORY)
     dead_band: float = param(0.05, "gpu: no move while (slowest - leader) / slowest is below this", ge=0, le=1)
-    fit_history: int = param(20, "gpu_model: observations kept per worker for the fit", ge=2)
+    fit_history: int = param(20, "gpu_model: observations kept per worker for the fit", ge=2, le=MAX_HISTORY)
     fit_decay: float = param(0.8, "gpu_model: weight decay per iteration of age in the fit", gt=0, le=1)
 
 

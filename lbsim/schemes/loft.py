@@ -45,6 +45,7 @@ import numpy as np
 
 from lbsim.aggregation import check_tolerance
 from lbsim.errors import InputError
+from lbsim.limits import MAX_HISTORY
 from lbsim.metrics.records import ColumnRows
 from lbsim.scenario.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
@@ -60,10 +61,10 @@ class LOFTConfig:
     aggregation: Literal["trimmed_mean", "median", "mean"] = param("trimmed_mean", "gradient aggregation: trimmed_mean, median (coordinate-wise) or the batch-weighted mean")
     tolerance_f: int = param(1, "Byzantine contributions the robust rule tolerates (2f < n; 0 for mean)", ge=0)
     min_batch: int = param(1, "smallest batch any worker is given", ge=1)
-    grid_points: int = param(16, "search: T values per level of the coarse-to-fine grid", ge=2)
+    grid_points: int = param(16, "search: T values per level of the coarse-to-fine grid", ge=2, le=MAX_HISTORY)
     search_rel_tol: float = param(1e-9, "search: stop when the bracket on T is this narrow (relative)", gt=0, le=0.1)
     fetch_ema: float = param(0.5, "weight of the newest measured per-sample read time", gt=0, le=1)
-    fit_history: int = param(20, "compute fit: observations kept per worker", ge=2)
+    fit_history: int = param(20, "compute fit: observations kept per worker", ge=2, le=MAX_HISTORY)
     fit_decay: float = param(0.8, "compute fit: weight decay per iteration of age", gt=0, le=1)
 
 

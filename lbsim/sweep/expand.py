@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.limits import short_repr
 from lbsim.scenario.loader import dump_scenario, scenario_from_data
 from lbsim.scenario.overrides import apply_overrides, parse_override, parse_yaml, yaml_error_text
 from lbsim.scenario.schema import Scenario
@@ -68,7 +69,7 @@ def _set(data: dict[str, Any], key: str, value: Any, where: str) -> dict[str, An
     except InputError as err:
         raise InputError(where, err.message) from None
     except (TypeError, ValueError):
-        raise InputError(where, f"value {value!r} of {key} is not plain data (numbers, strings, lists, mappings)") from None
+        raise InputError(where, f"value {short_repr(value)} of {key} is not plain data (numbers, strings, lists, mappings)") from None
 
 
 def expand(
@@ -106,7 +107,7 @@ def _load_point(data: dict[str, Any], rep: int, base_dir: Path | None, where: st
         seed = data.get("seed", 0)
         if rep:
             if isinstance(seed, bool) or not isinstance(seed, int):
-                raise InputError("seed", f"expected an integer (repetitions add 0..k-1 to it), got {seed!r}")
+                raise InputError("seed", f"expected an integer (repetitions add 0..k-1 to it), got {short_repr(seed)}")
             data = {**data, "seed": seed + rep}
         return scenario_from_data(data, base_dir=base_dir)
     except InputError as err:
@@ -118,9 +119,12 @@ def read_sweep_file(path: str | Path) -> dict[str, Any]:
     """The sweep file's data (a one-line InputError if it is missing or not YAML)."""
     import yaml
 
+    from lbsim.scenario.loader import check_yaml_size
+
     p = Path(path)
     if not p.is_file():
         raise InputError(str(path), "sweep file not found")
+    check_yaml_size(p)
     try:
         data = parse_yaml(p.read_text(encoding="utf-8"))
     except UnicodeDecodeError as err:

@@ -11,7 +11,8 @@ Layout of the output folder ``DIR``:
   finished runs and replaced atomically after every completion: it streams, and is never
   half-written. (Only for very large sweeps, where one rewrite takes longer than 50 ms, are
   rewrites spaced to at most 5% of the time; the last one always happens.)
-* ``DIR/sweep.json`` — the sweep's name, columns and every point (label, repetition, run).
+* ``DIR/sweep.json`` — the sweep's name, columns and every point (label, repetition, run), every
+  lbsim version that ran in it (``lbsim_versions``) and this one's provenance.
 
 Resume: a run whose folder exists is skipped. A sweep killed at any moment (even SIGKILL) and
 started again with the same command loses nothing and repeats nothing: the stale temporary
@@ -26,15 +27,17 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from lbsim import __version__
 from lbsim.errors import InputError
-from lbsim.metrics.writers import atomic_write_text, csv_text, json_text
+from lbsim.metrics.writers import Format, atomic_write_bytes, atomic_write_text, csv_text, json_text
+from lbsim.provenance import provenance
+from lbsim.run_folder import folder_lock
 from lbsim.sweep.backends import Backend
 from lbsim.sweep.expand import Sweep
 from lbsim.sweep.worker import Engine, execute_run
@@ -50,6 +53,7 @@ class SweepReport:
     skipped: int  # finished before this invocation
     ran: int = 0
     failed: list[tuple[str, str]] = field(default_factory=list)  # (run id, error text)
+    earlier_versions: list[str] = field(default_factory=list)  # other lbsim versions that wrote into this sweep
 
 
 def results_columns(sweep: Sweep, summaries: dict[str, dict[str, Any]]) -> list[str]:
@@ -80,12 +84,24 @@ def results_text(sweep: Sweep, summaries: dict[str, dict[str, Any]]) -> str:
     return csv_text(columns, rows)
 
 
-def sweep_json(sweep: Sweep) -> str:
+def sweep_json(sweep: Sweep, versions: Sequence[str] = ()) -> str:
+    """``sweep.json``: name, columns, points, and (``lbsim_versions``) every lbsim version that ran in it."""
     return json_text({
         "name": sweep.name, "columns": list(sweep.columns), "repetitions": sweep.repetitions,
         "points": [{"index": p.index, "labels": list(p.labels), "repetition": p.repetition, "run": p.run_id}
                    for p in sweep.points],
+        "lbsim_versions": list(versions), "provenance": provenance(),
     })
+
+
+def previous_versions(out: Path) -> list[str]:
+    """The lbsim versions an existing ``out/sweep.json`` lists (none for a new or older sweep)."""
+    try:
+        data = json.loads((out / "sweep.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    versions = data.get("lbsim_versions") if isinstance(data, dict) else None
+    return [str(v) for v in versions] if isinstance(versions, list) else []
 
 
 def _fsync_dir(path: Path) -> None:
@@ -109,10 +125,7 @@ def commit_run(runs_dir: Path, run: str, files: dict[str, bytes]) -> None:
         os.umask(mask)
         os.chmod(tmp, 0o777 & ~mask)  # mkdtemp makes 0700; a run folder is as readable as any new folder
         for name, content in files.items():
-            with open(tmp / name, "wb") as fh:
-                fh.write(content)
-                fh.flush()
-                os.fsync(fh.fileno())
+            atomic_write_bytes(tmp / name, content)
         _fsync_dir(tmp)
         os.rename(tmp, runs_dir / run)
     except BaseException:
@@ -161,24 +174,6 @@ class _Results:
         self.cost_s = self.last - now
 
 
-@contextmanager
-def _lock(out: Path) -> Iterator[None]:
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no lock
-        yield
-        return
-    fh = open(out / ".lock", "w")  # noqa: SIM115 — held for the whole sweep
-    try:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise InputError("--out", f"another lbsim sweep is writing to {out}; wait for it or use another --out") from None
-        yield
-    finally:
-        fh.close()
-
-
 def run_sweep(
     sweep: Sweep,
     out: Path,
@@ -186,27 +181,34 @@ def run_sweep(
     engine: Engine,
     backend: Backend,
     on_progress: Callable[[int, int], None] | None = None,
+    fmt: Format = "csv",
 ) -> SweepReport:
     """Run every unfinished point of ``sweep`` on ``backend``; results stream into ``out``.
 
     ``on_progress(done, total)`` is called once before the first run and after each one
-    (``total`` counts the runs this invocation has to do).
+    (``total`` counts the runs this invocation has to do). Run tables are written as ``fmt``;
+    ``report.earlier_versions`` lists the other lbsim versions that already ran in ``out``.
     """
     runs_dir = out / RUNS
-    runs_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError("--out", f"cannot create {runs_dir}: {err.strerror or err}") from None
     run_ids = sweep.run_ids()
-    with _lock(out):
+    with folder_lock(out / ".lock", out, what="sweep"):
         _clean(out, runs_dir, run_ids)
-        atomic_write_text(out / "sweep.json", sweep_json(sweep))
+        versions = previous_versions(out)
+        earlier = [v for v in versions if v != __version__]
+        atomic_write_text(out / "sweep.json", sweep_json(sweep, [*versions, __version__] if __version__ not in versions else versions))
         summaries = {r: s for r in run_ids if (s := _finished(runs_dir, r)) is not None}
         results = _Results(out / RESULTS, sweep, summaries)
         results.write(force=True)
         todo = [r for r in run_ids if r not in summaries]
-        report = SweepReport(len(sweep.points), len(run_ids), len(summaries))
+        report = SweepReport(len(sweep.points), len(run_ids), len(summaries), earlier_versions=earlier)
         if on_progress:
             on_progress(0, len(todo))
         yaml_of = {p.run_id: p.resolved_yaml for p in sweep.points}
-        for run, outcome in backend.map_unordered(partial(execute_run, engine), [(r, yaml_of[r]) for r in todo]):
+        for run, outcome in backend.map_unordered(partial(execute_run, engine, fmt=fmt), [(r, yaml_of[r]) for r in todo]):
             if isinstance(outcome, BaseException):
                 report.failed.append((run, f"{type(outcome).__name__}: {' '.join(str(outcome).split())}"))
             else:

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_SWEEP_RUNS, short_repr
 
 SWEEP_KEYS = ("name", "description", "base", "set", "factors", "zip", "repetitions")
 
@@ -69,23 +70,35 @@ def value_label(value: Any) -> str:
 
 def _key(key: Any, where: str) -> str:
     if not isinstance(key, str) or not key.strip() or any(not p.strip() for p in key.split(".")):
-        raise InputError(where, f"expected a dotted scenario key (e.g. contention.1.slowdown), got {key!r}")
+        raise InputError(where, f"expected a dotted scenario key (e.g. contention.1.slowdown), got {short_repr(key)}")
     return ".".join(p.strip() for p in key.split("."))
 
 
 def _values(values: Any, where: str) -> list[Any]:
     if not isinstance(values, list) or not values:
-        raise InputError(where, f"expected a non-empty list of values, got {values!r}")
+        raise InputError(where, f"expected a non-empty list of values, got {short_repr(values)}")
+    if len(values) > MAX_SWEEP_RUNS:
+        raise InputError(where, f"{len(values)} values, more than the bound of {MAX_SWEEP_RUNS} runs per sweep")
     labels = [value_label(v) for v in values]
-    dup = next((lab for i, lab in enumerate(labels) if lab in labels[:i]), None)
+    dup = _first_repeat(labels)
     if dup is not None:
         raise InputError(where, f"value {dup} is listed twice; each value of a factor must be distinct")
     return values
 
 
+def _first_repeat(items: list[str]) -> str | None:
+    """The first item that appeared before (linear time)."""
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
+
+
 def _mapping(data: Any, where: str, what: str) -> Mapping[Any, Any]:
     if not isinstance(data, Mapping):
-        raise InputError(where, f"expected {what}, got {type(data).__name__} {data!r}")
+        raise InputError(where, f"expected {what}, got {type(data).__name__} {short_repr(data)}")
     return data
 
 
@@ -96,7 +109,7 @@ def _factor(name: Any, spec: Any, where: str) -> Factor:
         return Factor(where, (key,), tuple(Level((value_label(v),), ((key, v),)) for v in values))
     if isinstance(spec, Mapping):  # name: {label: {dotted.key: value, ...}, ...}
         if not isinstance(name, str) or not name.strip():
-            raise InputError(where, f"a factor name must be a non-empty string, got {name!r}")
+            raise InputError(where, f"a factor name must be a non-empty string, got {short_repr(name)}")
         if not spec:
             raise InputError(where, "a factor with named levels needs at least one level (label: {dotted.key: value})")
         levels = []
@@ -135,10 +148,18 @@ def _overlaps(a: str, b: str) -> bool:
 
 def check_disjoint(sets: list[tuple[str, str]]) -> None:
     """No two sources (``(where, dotted key)``) set the same key or one inside the other."""
+    whole: dict[tuple[str, ...], list[int]] = {}  # key segments -> indices of the sets with that key
+    inside: dict[tuple[str, ...], list[int]] = {}  # proper prefix -> indices of the sets whose key has it
     for i, (wa, ka) in enumerate(sets):
-        for wb, kb in sets[:i]:
+        parts = tuple(ka.split("."))
+        earlier = [j for n in range(1, len(parts) + 1) for j in whole.get(parts[:n], ())] + inside.get(parts, [])
+        for j in sorted(earlier):  # the first earlier overlapping key, as a pairwise scan would find it
+            wb, kb = sets[j]
             if wb != wa and _overlaps(ka, kb):
                 raise InputError(wa, f"key {ka} overlaps {kb} set by {wb}; each scenario key may be varied or fixed in one place")
+        whole.setdefault(parts, []).append(i)
+        for n in range(1, len(parts)):
+            inside.setdefault(parts[:n], []).append(i)
 
 
 def parse_sweep(data: Any) -> SweepSpec:
@@ -156,10 +177,10 @@ def parse_sweep(data: Any) -> SweepSpec:
     factors = [_factor(name, spec, f"factors.{name}") for name, spec in factors_data.items()]
     zips = top.get("zip") or []
     if not isinstance(zips, list):
-        raise InputError("zip", f"expected a list of zip groups ({{key: [..], key2: [..]}}), got {zips!r}")
+        raise InputError("zip", f"expected a list of zip groups ({{key: [..], key2: [..]}}), got {short_repr(zips)}")
     factors += [_zip_group(g, f"zip[{i}]") for i, g in enumerate(zips)]
     columns = [c for f in factors for c in f.columns]
-    dup = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    dup = _first_repeat(columns)
     if dup is not None or {"run", "repetition"} & set(columns):
         raise InputError("factors", f"column {dup or 'run/repetition'!r} is used twice (factor names and keys must be distinct, and not 'run' or 'repetition')")
     sets = [(f"set.{k}", k) for k, _ in fixed]
@@ -169,9 +190,18 @@ def parse_sweep(data: Any) -> SweepSpec:
     check_disjoint(sets)
     reps = top.get("repetitions", 1)
     if isinstance(reps, bool) or not isinstance(reps, int) or reps < 1:
-        raise InputError("repetitions", f"expected an integer >= 1 (runs per point, seeds base+0..k-1), got {reps!r}")
+        raise InputError("repetitions", f"expected an integer >= 1 (runs per point, seeds base+0..k-1), got {short_repr(reps)}")
+    runs = reps
+    for f in factors:
+        runs *= len(f.levels)
+        if runs > MAX_SWEEP_RUNS:
+            break
+    if runs > MAX_SWEEP_RUNS:
+        sizes = " x ".join([*(str(len(f.levels)) for f in factors), f"{reps} repetitions"])
+        sizes = sizes if len(sizes) <= 120 else sizes[:117] + "..."
+        raise InputError("factors", f"{sizes} is more than the bound of {MAX_SWEEP_RUNS} runs per sweep")
     name, description = top.get("name", ""), top.get("description", "")
     for key, text in (("name", name), ("description", description)):
         if not isinstance(text, str):
-            raise InputError(key, f"expected a string, got {text!r}")
+            raise InputError(key, f"expected a string, got {short_repr(text)}")
     return SweepSpec(name, description, base.strip(), fixed, tuple(factors), reps)

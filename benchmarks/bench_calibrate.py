@@ -1,0 +1,50 @@
+"""Cost of ``lbsim calibrate`` on one Pollux file (issue 13: well under a minute).
+
+Run: ``python -m pytest benchmarks/bench_calibrate.py --benchmark-only --benchmark-columns=min,median,rounds``.
+Three parts side by side, so the figures read as ratios: the whole command (fit + one simulation
+per distinct (placement, batch) row + writing), the fit alone, and the simulations alone. The
+cifar10 file has 1,183 rows (1,183 simulations); docs/validation.md has the figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lbsim.calibration.fit import calibrate_rows
+from lbsim.calibration.measured import read_measurements
+from lbsim.calibration.run import predict
+from lbsim.cli import main
+from lbsim.scenario.loader import scenario_from_data
+from simulator.run import simulate
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "pollux_osdi21_t4_step_time"
+if not DATA.is_dir():
+    DATA = Path("/work/shared/data/traces/pollux_osdi21_t4_step_time")
+CSV = DATA / "cifar10_placements.csv"
+GRADIENT_BYTES = 11_173_962 * 4
+FIT = [(2,), (4,), (1, 1), (2, 2), (1, 1, 1, 1)]
+
+pytestmark = pytest.mark.skipif(not CSV.is_file(), reason="Pollux traces not present")
+
+
+def test_calibrate_command(benchmark, tmp_path: Path) -> None:
+    argv = ["calibrate", str(CSV), "--fit-placements", "2,4,11,22,1111", "--gradient-bytes", str(GRADIENT_BYTES),
+            "--out", str(tmp_path / "out"), "-q"]
+    assert benchmark.pedantic(main, args=(argv,), rounds=2, iterations=1) == 0
+
+
+def test_fit_only(benchmark) -> None:
+    rows = read_measurements(CSV)
+    benchmark.pedantic(calibrate_rows, args=(rows, FIT, GRADIENT_BYTES), rounds=2, iterations=1)
+
+
+def test_simulations_only(benchmark) -> None:
+    rows = read_measurements(CSV)
+    cal = calibrate_rows(rows, FIT, GRADIENT_BYTES)
+
+    def run() -> None:
+        predict(cal, rows, "g4dn.12xlarge", lambda d: float(simulate(scenario_from_data(d)).summary["mean_iteration_s"]))
+
+    benchmark.pedantic(run, rounds=2, iterations=1)

@@ -1,0 +1,9 @@
+"""Calibration from measurements: fit t(b), links, overlap and the collective; predict by simulation.
+
+``lbsim calibrate MEASURED.csv --fit-placements 2,4,11,22,1111 --gradient-bytes N --out DIR``:
+:mod:`~lbsim.calibration.measured` reads the rows, :mod:`~lbsim.calibration.fit` fits the model
+of :mod:`~lbsim.calibration.model` on the fit placements only, :mod:`~lbsim.calibration.run`
+writes ``fit.yaml`` and predicts every row with a simulation. :mod:`~lbsim.calibration.pollux`
+is Pollux's own throughput model, fitted on the same rows for comparison, and
+:mod:`~lbsim.calibration.report` regenerates the tables of ``docs/validation.md``.
+"""

@@ -1,0 +1,95 @@
+"""The ``lbsim calibrate`` command: arguments -> :func:`lbsim.calibration.run.calibrate_to` -> a summary.
+
+The CLI passes the simulator's ``simulate`` in (core modules import no engine).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lbsim.calibration.measured import parse_placement, placement_label, read_measurements
+from lbsim.calibration.run import Prediction, calibrate_to
+from lbsim.errors import InputError
+
+
+def add_arguments(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("measured", help="measured step times: CSV (placement, local_bsz, step_time[, sync_time]) "
+                                     "or an `lbsim profile` profile.json")
+    sp.add_argument("--fit-placements", required=True, metavar="P,P,...",
+                    help="placements whose rows the links and overlap are fitted on, e.g. 2,4,11,22,1111 "
+                         "(one digit per node: the GPUs used there)")
+    sp.add_argument("--gradient-bytes", required=True, type=int, metavar="N", help="bytes all-reduced per step")
+    sp.add_argument("--out", required=True, metavar="DIR", help="output directory: fit.yaml, predictions.csv")
+    sp.add_argument("--gpus-per-node", type=int, metavar="K",
+                    help="profile.json input only: ranks per node (default: all on one node)")
+    sp.add_argument("--instance", help="catalog instance named in fit.yaml (default: the smallest GPU instance "
+                                       "with room for the largest node; every figure is overridden anyway)")
+    sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
+
+
+def parse_fit_placements(text: str) -> tuple[tuple[int, ...], ...]:
+    items = [s for s in text.split(",") if s.strip()]
+    if not items:
+        raise InputError("--fit-placements", "give at least one placement, e.g. 2,4,11,22,1111")
+    return tuple(parse_placement(s, "--fit-placements") for s in items)
+
+
+def geomean_abs(errors: Sequence[float]) -> float:
+    return float(np.exp(np.mean(np.log1p(np.abs(errors)))) - 1.0) if len(errors) else float("nan")
+
+
+def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:
+    from lbsim.progress import LazyProgress
+    from lbsim.scenario.loader import scenario_from_data
+
+    if args.gradient_bytes <= 0:
+        raise InputError("--gradient-bytes", f"must be a positive number of bytes, got {args.gradient_bytes}")
+    if args.gpus_per_node is not None and args.gpus_per_node <= 0:
+        raise InputError("--gpus-per-node", f"must be >= 1, got {args.gpus_per_node}")
+    fit = parse_fit_placements(args.fit_placements)
+    out = Path(args.out)
+    for p in (out, *out.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise InputError("--out", f"{p} exists and is not a directory; give a directory path")
+            break
+    rows = read_measurements(args.measured, gpus_per_node=args.gpus_per_node)
+
+    def simulate_mean_s(data: dict[str, Any]) -> float:
+        return float(simulate(scenario_from_data(data)).summary["mean_iteration_s"])
+
+    with LazyProgress("calibrate") as bar:
+        cal, preds = calibrate_to(rows, fit, args.gradient_bytes, out, simulate_mean_s, instance=args.instance,
+                                  source=Path(args.measured).name, progress=bar.update)
+    if not args.quiet:
+        print_summary(cal, preds, out)
+    return 0
+
+
+def print_summary(cal: Any, preds: Sequence[Prediction], out: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    f = cal.figures
+    table = Table(title=f"lbsim calibrate: fitted on {','.join(placement_label(p) for p in cal.fit_placements)}")
+    for col in ("rows", "n", "geomean |error|", "worst placement (geomean)"):
+        table.add_column(col, justify="left" if col == "rows" else "right")
+    for role in ("single", "fit", "held_out"):
+        sel = [p for p in preds if p.role == role]
+        by_p: dict[str, list[float]] = {}
+        for p in sel:
+            by_p.setdefault(p.row.label, []).append(p.relative_error)
+        worst = max(by_p, key=lambda k: geomean_abs(by_p[k])) if by_p else None
+        table.add_row(role, str(len(sel)), f"{geomean_abs([p.relative_error for p in sel]):.1%}" if sel else "—",
+                      f"{worst} ({geomean_abs(by_p[worst]):.1%})" if worst else "—")
+    console = Console()
+    console.print(table)
+    console.print(f"algorithm {f.algorithm}; NIC {f.nic_bandwidth_gbps:.3g} Gbit/s + {f.nic_latency_s:.3g} s; "
+                  f"intra {f.intra_bandwidth_gbps:.3g} Gbit/s + {f.intra_latency_s:.3g} s; shared-node slowdown "
+                  f"{f.shared_node_slowdown:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}")
+    console.print(f"wrote {out / 'fit.yaml'} and {out / 'predictions.csv'}")

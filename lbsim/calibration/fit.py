@@ -1,0 +1,166 @@
+"""Fitting the step-time model (:mod:`lbsim.calibration.model`) to measured rows.
+
+1. **Compute** ``t(b)`` from the single-GPU rows (:mod:`lbsim.calibration.compute`).
+2. **Shared-node slowdown** ``s``: when the fit rows carry ``sync_time`` (the non-overlapped
+   tail), ``step − sync`` is the local compute of the slowest GPU, so
+   ``s = argmin Σ log²((step − sync) / (t(b)·(1 + s(k_max − 1))))`` over the multi-GPU fit rows
+   (golden-section on [0, 1]); without ``sync_time`` it is fitted with the rest (and is 0 when
+   no fit placement shares a node: nothing informs it).
+3. **Links and overlap**: ``B_intra, α_intra, B_nic, α_nic, hide_share, tail_share`` by
+   bounded least squares on ``log(predicted / measured)`` step time over the multi-GPU rows of
+   the fit placements only, for every all-reduce algorithm in
+   :data:`lbsim.network.collectives.ALGORITHMS`, from a few fixed starting points; the algorithm
+   with the smallest residual is kept — or the first listed (``nccl``: NCCL's own rule, then the
+   others) whose residual is within 2 % of it, as fit placements often cannot tell two forms
+   apart — so the collective is picked by the data. Bandwidths and latencies are fitted in log
+   space (positive, scale-free).
+
+Nothing else is assumed about the hardware: no GPU count per node, no GPU type, no network.
+Rows of other placements are never read by the fit (``tests/test_calibration.py`` perturbs them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lbsim.calibration.compute import ComputeCurve, fit_compute_curve
+from lbsim.calibration.measured import Row, placement_label
+from lbsim.calibration.model import LinkFigures, step_s
+from lbsim.errors import InputError
+from lbsim.network.collectives import ALGORITHMS
+from lbsim.network.overlap import OverlapParams
+
+# (log10 Gbit/s intra, log10 s intra, log10 Gbit/s NIC, log10 s NIC): starting points of the fit
+STARTS = ((1.0, -4.0, 0.5, -3.0), (2.0, -5.0, 1.0, -4.0), (0.5, -2.0, 0.0, -2.0))
+GBPS_BOUNDS = (-3.0, 5.0)  # log10 Gbit/s
+LATENCY_BOUNDS = (-9.0, 0.0)  # log10 s
+# the order the fit prefers them in (module docstring): NCCL's own rule first
+PREFERENCE = ("nccl", "ring", "tree", "hierarchical")
+FIT_ORDER = tuple(a for a in PREFERENCE if a in ALGORITHMS) + tuple(a for a in ALGORITHMS if a not in PREFERENCE)
+PREFER_WITHIN = 0.02  # an algorithm listed earlier is kept if its residual is within 2 % of the best
+
+
+@dataclass(frozen=True)
+class Calibration:
+    curve: ComputeCurve
+    figures: LinkFigures
+    gradient_bytes: int
+    fit_placements: tuple[tuple[int, ...], ...]
+    fit_error: float  # geomean |relative error| of the model over the multi-GPU fit rows
+    residuals: dict[str, float]  # per algorithm: the fit's root-mean-square log error
+    slowdown_from_sync: bool
+
+
+def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 60) -> float:
+    g = (np.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo, hi
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(iters):
+        if fc <= fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return (a + b) / 2.0
+
+
+def slowdown_from_sync(rows: Sequence[Row], curve: ComputeCurve) -> float | None:
+    """``s`` from ``step − sync`` of multi-GPU rows sharing nodes (module docstring); None if not identifiable."""
+    use = [r for r in rows if r.sync_time_s is not None and r.gpus > 1 and r.step_time_s > r.sync_time_s]
+    if not use or max(max(r.placement) for r in use) < 2:
+        return None
+    local = np.array([r.step_time_s - (r.sync_time_s or 0.0) for r in use])
+    t = curve(np.array([r.local_bsz for r in use], dtype=np.float64))
+    extra = np.array([max(r.placement) - 1 for r in use], dtype=np.float64)
+    return float(_golden(lambda s: float(np.sum(np.log(local / (t * (1.0 + s * extra))) ** 2)), 0.0, 1.0))
+
+
+def _figures(x: np.ndarray, slowdown: float | None, algorithm: str) -> LinkFigures:
+    s = float(x[6]) if slowdown is None else slowdown
+    return LinkFigures(
+        intra_bandwidth_gbps=float(10 ** x[0]), intra_latency_s=float(10 ** x[1]),
+        nic_bandwidth_gbps=float(10 ** x[2]), nic_latency_s=float(10 ** x[3]),
+        shared_node_slowdown=s, overlap=OverlapParams(float(x[4]), float(x[5])), algorithm=algorithm,
+    )
+
+
+def predict_rows(rows: Sequence[Row], curve: ComputeCurve, figures: LinkFigures, gradient_bytes: float) -> np.ndarray:
+    """The model's step time (s) for every row (numpy; the CLI confirms with simulations)."""
+    t = curve(np.array([r.local_bsz for r in rows], dtype=np.float64))
+    return np.array([step_s(r.placement, float(ti), gradient_bytes, figures)[0] for r, ti in zip(rows, t, strict=True)])
+
+
+def calibrate_rows(
+    rows: Sequence[Row],
+    fit_placements: Sequence[tuple[int, ...]],
+    gradient_bytes: int,
+    *,
+    algorithms: Sequence[str] = FIT_ORDER,
+    progress: Callable[[float], None] | None = None,
+) -> Calibration:
+    """Fit t(b), then the links, overlap and collective from the fit placements' rows only."""
+    from scipy.optimize import least_squares  # bounded trust-region least squares
+
+    single = [(r.local_bsz, r.step_time_s) for r in rows if r.placement == (1,)]
+    if len({b for b, _ in single}) < 2:
+        raise InputError("placement", "no single-GPU rows (placement 1) at two or more local_bsz: "
+                                      "the compute curve t(b) is fitted from them")
+    present = {r.placement for r in rows}
+    for p in fit_placements:
+        if p not in present:
+            raise InputError("--fit-placements", f"placement {placement_label(p)} has no rows in the measurements "
+                                                 f"(present: {', '.join(sorted(placement_label(q) for q in present))})")
+    fit_set = set(fit_placements)
+    fit_rows = [r for r in rows if r.placement in fit_set and r.gpus > 1]
+    if not fit_rows:
+        raise InputError("--fit-placements", "no multi-GPU placement among the fit placements: the links cannot be fitted")
+    curve = fit_compute_curve(single)
+    s_sync = slowdown_from_sync(fit_rows, curve)
+    shares_node = max(max(r.placement) for r in fit_rows) > 1
+    slowdown = s_sync if s_sync is not None else (None if shares_node else 0.0)
+    y = np.log(np.array([r.step_time_s for r in fit_rows]))
+    t_fit = curve(np.array([r.local_bsz for r in fit_rows], dtype=np.float64))
+    placements = [r.placement for r in fit_rows]
+
+    lo = [GBPS_BOUNDS[0], LATENCY_BOUNDS[0], GBPS_BOUNDS[0], LATENCY_BOUNDS[0], 0.0, 0.0, 0.0]
+    hi = [GBPS_BOUNDS[1], LATENCY_BOUNDS[1], GBPS_BOUNDS[1], LATENCY_BOUNDS[1], 1.0, 1.0, 1.0]
+    n_free = 7 if slowdown is None else 6
+
+    fitted: dict[str, LinkFigures] = {}
+    residuals: dict[str, float] = {}
+    total = len(algorithms) * len(STARTS)
+    done = 0
+    for algorithm in algorithms:
+        def resid(x: np.ndarray, algorithm: str = algorithm) -> np.ndarray:
+            fig = _figures(x, slowdown, algorithm)
+            pred = np.array([step_s(p, float(t), gradient_bytes, fig)[0] for p, t in zip(placements, t_fit, strict=True)])
+            return np.log(pred) - y
+
+        algo_best: tuple[float, LinkFigures] | None = None
+        for start in STARTS:
+            x0 = np.array([*start, 0.3, 0.3, 0.05])[:n_free]
+            res = least_squares(resid, x0, bounds=(lo[:n_free], hi[:n_free]), x_scale=1.0, max_nfev=400)
+            cost = float(np.sqrt(np.mean(res.fun ** 2)))
+            if algo_best is None or cost < algo_best[0] - 1e-12:
+                algo_best = (cost, _figures(res.x, slowdown, algorithm))
+            done += 1
+            if progress is not None:
+                progress(done / total)
+        assert algo_best is not None
+        residuals[algorithm] = algo_best[0]
+        fitted[algorithm] = algo_best[1]
+    best_cost = min(residuals.values())
+    # the first listed algorithm whose fit is within PREFER_WITHIN of the best: NCCL's own rule unless
+    # the fit rows clearly say otherwise (fit placements often cannot tell two forms apart)
+    chosen = next(a for a in algorithms if residuals[a] <= best_cost * (1.0 + PREFER_WITHIN))
+    figures = fitted[chosen]
+    pred = predict_rows(fit_rows, curve, figures, gradient_bytes)
+    fit_error = float(np.exp(np.mean(np.log1p(np.abs(pred / np.exp(y) - 1.0)))) - 1.0)
+    return Calibration(curve, figures, gradient_bytes, tuple(fit_placements), fit_error, residuals, s_sync is not None)

@@ -1,0 +1,147 @@
+"""Measured step times: the rows ``lbsim calibrate`` fits and predicts.
+
+Two input formats, both read into :class:`Row` (``placement`` = GPUs used on each node):
+
+* **CSV** (the Pollux format): columns ``placement`` (one digit per node, the GPUs used there:
+  ``"44"`` = 2 nodes × 4 GPUs; nodes of 10+ GPUs dash-separated: ``"16-16"``, one such node ``"16-"``), ``local_bsz`` (per-GPU batch), ``step_time`` (s per iteration)
+  and optionally ``sync_time`` (s, the non-overlapped all-reduce tail). Extra columns are kept
+  untouched for the predictions file.
+* **``profile.json``** of ``lbsim profile`` (the runtime's measurements of ``n`` ranks on one
+  machine): for each profiled batch ``b`` a single-GPU row (``placement "1"``, step time = the mean
+  compute time over the ranks: compute alone, as one GPU alone would run) and an ``n``-rank row
+  (``placement`` = ``n`` ranks on ``gpus_per_node``-sized nodes, step time = that compute + the
+  mean measured round overhead).
+
+Every problem is an :class:`~lbsim.errors.InputError` naming the file, line and column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lbsim.errors import InputError
+
+REQUIRED = ("placement", "local_bsz", "step_time")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One measurement: ``placement`` (GPUs per node), per-GPU batch, step time (s), sync tail (s) or None."""
+
+    placement: tuple[int, ...]
+    local_bsz: int
+    step_time_s: float
+    sync_time_s: float | None = None
+    extra: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        return placement_label(self.placement)
+
+    @property
+    def gpus(self) -> int:
+        return sum(self.placement)
+
+
+def placement_label(placement: tuple[int, ...]) -> str:
+    """``(4, 4)`` -> ``"44"``; with a node of 10+ GPUs, dash-separated (``"16-16"``; one node: ``"16-"``)."""
+    if all(g <= 9 for g in placement):
+        return "".join(str(g) for g in placement)
+    return "-".join(map(str, placement)) + ("-" if len(placement) == 1 else "")
+
+
+def parse_placement(text: str, where: str) -> tuple[int, ...]:
+    """``"1212"`` -> (1, 2, 1, 2); nodes of 10+ GPUs as ``"16-16"`` (one node: ``"16-"``). InputError at ``where``."""
+    s = text.strip()
+    parts = s.strip("-").split("-") if "-" in s else list(s)
+    try:
+        sizes = tuple(int(p) for p in parts)
+    except ValueError:
+        sizes = ()
+    if not s or not sizes or any(g < 1 for g in sizes):
+        raise InputError(where, f"bad placement {text!r}: one digit (1-9) per node, the GPUs used there, "
+                                "e.g. 44 = 2 nodes x 4 GPUs (16-16 for nodes of 10+ GPUs, 16- for one)")
+    return sizes
+
+
+def _positive(value: str, where: str, *, integer: bool = False) -> float:
+    try:
+        x = float(value)
+    except ValueError:
+        raise InputError(where, f"not a number: {value!r}") from None
+    if not np.isfinite(x) or x <= 0 or (integer and x != int(x)):
+        kind = "a positive integer" if integer else "a positive number"
+        raise InputError(where, f"must be {kind}, got {value!r}")
+    return x
+
+
+def read_csv(path: Path) -> list[Row]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(str(path), "measurement file not found") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise InputError(str(path), f"cannot read the measurement file: {err}") from None
+    reader = csv.DictReader(text.splitlines())
+    header = reader.fieldnames or []
+    for col in REQUIRED:
+        if col not in header:
+            raise InputError(f"{path}", f"missing column {col!r} (columns: placement, local_bsz, step_time, "
+                                        f"optional sync_time; found: {', '.join(header) or 'none'})")
+    has_sync = "sync_time" in header
+    rows = []
+    for i, rec in enumerate(reader, start=2):
+        where = f"{path}:{i}"
+        placement = parse_placement(rec["placement"] or "", f"{where}: column placement")
+        bsz = int(_positive(rec["local_bsz"] or "", f"{where}: column local_bsz", integer=True))
+        step = _positive(rec["step_time"] or "", f"{where}: column step_time")
+        sync = None
+        if has_sync and (rec.get("sync_time") or "").strip():
+            try:
+                sync = float(rec["sync_time"])
+            except ValueError:
+                raise InputError(f"{where}: column sync_time", f"not a number: {rec['sync_time']!r}") from None
+            if not np.isfinite(sync) or sync < 0:
+                raise InputError(f"{where}: column sync_time", f"must be >= 0, got {rec['sync_time']!r}")
+        extra = tuple((k, v) for k, v in rec.items() if k not in (*REQUIRED, "sync_time") and k is not None)
+        rows.append(Row(placement, bsz, step, sync, extra))
+    if not rows:
+        raise InputError(str(path), "no measurement rows")
+    return rows
+
+
+def read_profile(path: Path, gpus_per_node: int | None) -> list[Row]:
+    """Rows from ``lbsim profile``'s ``profile.json`` (module docstring)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = data["measurements"]
+        sizes = [int(b) for b in raw["sizes"]]
+        compute = {b: raw["compute_s"][str(b)] for b in sizes}
+        comm = [float(x) for x in raw["comm_s"]]
+    except FileNotFoundError:
+        raise InputError(str(path), "measurement file not found") from None
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise InputError(str(path), f"not an lbsim profile.json (measurements.sizes/compute_s/comm_s): {err}") from None
+    n = len(compute[sizes[0]])
+    per_node = gpus_per_node or n
+    placement = tuple(min(per_node, n - k) for k in range(0, n, per_node))
+    comm_s = float(np.mean(comm)) if comm else 0.0
+    rows = []
+    for b in sizes:
+        mean_compute = float(np.mean([t for worker in compute[b] for t in worker]))
+        rows.append(Row((1,), b, mean_compute))
+        if n > 1:
+            rows.append(Row(placement, b, mean_compute + comm_s))
+    return rows
+
+
+def read_measurements(path: str | Path, *, gpus_per_node: int | None = None) -> list[Row]:
+    p = Path(path)
+    if p.suffix == ".json":
+        return read_profile(p, gpus_per_node)
+    return read_csv(p)

@@ -1,0 +1,178 @@
+"""Regenerate the tables of ``docs/validation.md``: ``python -m lbsim.calibration.report``.
+
+For each of the six Pollux models (``shared/data/traces/pollux_osdi21_t4_step_time``):
+
+1. ``lbsim calibrate`` on the fit placements (the CLI itself: fit, then one simulation per row);
+   its ``predictions.csv`` gives lbsim's calibrated error of every row;
+2. Pollux's model (:mod:`lbsim.calibration.pollux`) fitted on the same rows;
+3. the uncalibrated catalog model: the ``g4dn.12xlarge`` catalog links, the default algorithm
+   (ring), no overlap, no shared-node slowdown, t(b) from the single-GPU rows (lbsim's formulas:
+   the same functions the engines run).
+
+Errors are ``predicted / measured − 1`` (positive: predicted too slow); geomean |error| =
+``exp(mean(log(1 + |e|))) − 1``. The tables replace the part of the document after
+``<!-- generated -->``; the method text above it is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from lbsim.calibration import pollux
+from lbsim.calibration.compute import fit_compute_curve
+from lbsim.calibration.fit import predict_rows
+from lbsim.calibration.measured import Row, parse_placement, read_measurements
+from lbsim.calibration.model import LinkFigures
+from lbsim.network.overlap import OverlapParams
+from lbsim.scenario import catalog
+from lbsim.scenario.sections import RingAllReduceConfig
+
+MARK = "<!-- generated -->"
+FIT_PLACEMENTS = "2,4,11,22,1111"
+# gradient bytes = parameters x 4 (fp32), parameter counts from the traces README §6; the issue's bounds
+MODELS: dict[str, tuple[int, float]] = {
+    "cifar10": (11_173_962 * 4, 0.10), "imagenet": (25_557_032 * 4, 0.10), "bert": (108_893_186 * 4, 0.10),
+    "ncf": (1_602_657 * 4, 0.15), "deepspeech2": (41_187_968 * 4, 0.15), "yolov3": (61_626_049 * 4, 0.15),
+}
+CATALOG_INSTANCE = "g4dn.12xlarge"
+
+
+def geomean_abs(errors: Sequence[float] | np.ndarray) -> float:
+    e = np.abs(np.asarray(errors, dtype=np.float64))
+    return float(np.exp(np.mean(np.log1p(e))) - 1.0) if e.size else float("nan")
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    model: str
+    rows: list[Row]
+    role: list[str]
+    lbsim: np.ndarray  # relative errors, engine predictions
+    pollux: np.ndarray
+    catalog: np.ndarray
+    fit_text: str
+
+
+def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
+    inst = catalog.INSTANCES[CATALOG_INSTANCE]
+    fig = LinkFigures(
+        intra_bandwidth_gbps=inst.intra_bandwidth_gbps or inst.bandwidth_gbps, intra_latency_s=inst.intra_latency_s or 0.0,
+        nic_bandwidth_gbps=inst.bandwidth_gbps, nic_latency_s=RingAllReduceConfig().alpha_s,
+        shared_node_slowdown=inst.shared_node_slowdown, overlap=OverlapParams(), algorithm="ring",
+    )
+    curve = fit_compute_curve([(r.local_bsz, r.step_time_s) for r in rows if r.placement == (1,)])
+    pred = predict_rows(rows, curve, fig, gradient_bytes)
+    return pred / np.array([r.step_time_s for r in rows]) - 1.0
+
+
+def run_model(model: str, data_dir: Path, out: Path) -> ModelResult:
+    from lbsim.cli import main
+
+    gradient_bytes, _ = MODELS[model]
+    src = data_dir / f"{model}_placements.csv"
+    dest = out / model
+    code = main(["calibrate", str(src), "--fit-placements", FIT_PLACEMENTS, "--gradient-bytes", str(gradient_bytes),
+                 "--out", str(dest), "-q"])
+    if code != 0:
+        raise SystemExit(code)
+    with (dest / "predictions.csv").open(newline="", encoding="utf-8") as fh:
+        pred = list(csv.DictReader(fh))
+    rows = read_measurements(src)
+    fit = [parse_placement(p, "--fit-placements") for p in FIT_PLACEMENTS.split(",")]
+    pp = pollux.fit(rows, fit)
+    measured = np.array([r.step_time_s for r in rows])
+    return ModelResult(
+        model, rows, [p["role"] for p in pred], np.array([float(p["relative_error"]) for p in pred]),
+        pollux.predict(pp, rows) / measured - 1.0, catalog_errors(rows, gradient_bytes),
+        (dest / "fit.yaml").read_text(encoding="utf-8"),
+    )
+
+
+def _pct(x: float) -> str:
+    return "—" if not np.isfinite(x) else f"{100 * x:.1f}"
+
+
+def summary_table(results: Sequence[ModelResult]) -> list[str]:
+    lines = ["| model | bound | single-GPU max \\|e\\| % | fit geomean % | **held-out geomean %** | held-out mean e % "
+             "| worst held-out placement (geomean %) | placements > 15 % | Pollux held-out % | catalog held-out % |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    pooled: dict[str, list[float]] = {"lbsim": [], "pollux": [], "catalog": []}
+    for r in results:
+        role = np.array(r.role)
+        held, fit, single = role == "held_out", role == "fit", role == "single"
+        labels = np.array([row.label for row in r.rows])
+        per = {p: geomean_abs(r.lbsim[held & (labels == p)]) for p in sorted(set(labels[held]))}
+        worst = max(per, key=lambda p: per[p])
+        pooled["lbsim"] += list(r.lbsim[held])
+        pooled["pollux"] += list(r.pollux[held])
+        pooled["catalog"] += list(r.catalog[held])
+        lines.append(
+            f"| {r.model} | {_pct(MODELS[r.model][1])} | {_pct(float(np.max(np.abs(r.lbsim[single]))))} "
+            f"| {_pct(geomean_abs(r.lbsim[fit]))} | **{_pct(geomean_abs(r.lbsim[held]))}** "
+            f"| {_pct(float(np.mean(r.lbsim[held])))} | {worst} ({_pct(per[worst])}) "
+            f"| {sum(v > 0.15 for v in per.values())} of {len(per)} | {_pct(geomean_abs(r.pollux[held]))} "
+            f"| {_pct(geomean_abs(r.catalog[held]))} |")
+    lines.append(f"| pooled | | | | **{_pct(geomean_abs(pooled['lbsim']))}** | | | | "
+                 f"{_pct(geomean_abs(pooled['pollux']))} | {_pct(geomean_abs(pooled['catalog']))} |")
+    return lines
+
+
+def placement_table(r: ModelResult) -> list[str]:
+    role = np.array(r.role)
+    labels = np.array([row.label for row in r.rows])
+    order = sorted(set(labels), key=lambda p: ({"single": 0, "fit": 1, "held_out": 2}[role[labels == p][0]], len(p), p))
+    lines = [f"#### {r.model}", "",
+             "| placement | role | rows | lbsim geomean \\|e\\| % | lbsim mean e % | lbsim per row e % (by local_bsz) "
+             "| Pollux geomean % | catalog geomean % |", "|---|---|---|---|---|---|---|---|"]
+    for p in order:
+        m = labels == p
+        per_row = " ".join(f"{100 * e:+.0f}" for e in r.lbsim[m])
+        lines.append(f"| {p} | {role[m][0]} | {int(m.sum())} | {_pct(geomean_abs(r.lbsim[m]))} "
+                     f"| {_pct(float(np.mean(r.lbsim[m])))} | {per_row} | {_pct(geomean_abs(r.pollux[m]))} "
+                     f"| {_pct(geomean_abs(r.catalog[m]))} |")
+    return lines
+
+
+def render(results: Sequence[ModelResult]) -> str:
+    out = [MARK, "", "### Summary (held out = every multi-GPU placement not among the fit placements)", ""]
+    out += summary_table(results)
+    out += ["", "### Fitted figures (`fit.yaml` of each model)", ""]
+    for r in results:
+        out += [f"<details><summary>{r.model}</summary>", "", "```yaml", r.fit_text.rstrip(), "```", "", "</details>", ""]
+    out += ["### Per model and placement", "",
+            "Roles: `single` = placement 1 (fits t(b)), `fit` = a fit placement, `held_out` = predicted only. "
+            "Per-row errors are in the order of the file's rows (increasing local_bsz).", ""]
+    for r in results:
+        out += placement_table(r) + [""]
+    return "\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m lbsim.calibration.report", description=__doc__.splitlines()[0])
+    ap.add_argument("--data", default="../shared/data/traces/pollux_osdi21_t4_step_time",
+                    help="folder of the Pollux <model>_placements.csv files")
+    ap.add_argument("--out", default="runs/validation", help="where each model's calibrate output goes")
+    ap.add_argument("--doc", default="docs/validation.md", help="document whose generated part is replaced")
+    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    args = ap.parse_args(argv)
+    data = Path(args.data)
+    if not data.is_dir():
+        print(f"lbsim: error: --data: {data} is not a folder", file=sys.stderr)
+        return 2
+    results = [run_model(m, data, Path(args.out)) for m in args.models.split(",")]
+    doc = Path(args.doc)
+    head = doc.read_text(encoding="utf-8").split(MARK)[0] if doc.exists() else "# Validation\n\n"
+    doc.write_text(head + render(results) + "\n", encoding="utf-8")
+    print(f"wrote {doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

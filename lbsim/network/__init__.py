@@ -1,0 +1,1 @@
+"""Network formulas: collectives over nodes and links, overlap with compute (pure, no engine)."""

@@ -1,0 +1,94 @@
+"""Reading results back: run, compare and sweep folders, tables in CSV or Parquet, typed.
+
+A *run folder* holds ``summary.json`` and the tables ``iterations``, ``updates`` (and maybe
+``decisions``, ``numerics``) as ``NAME.csv`` or ``NAME.parquet`` (:mod:`lbsim.output`); a
+*compare folder* ``compare.csv`` and one run folder per scheme; a *sweep folder* ``results.csv``,
+``sweep.json`` and ``runs/<hash>/`` run folders (:mod:`lbsim.sweep.runner`).
+
+Tables are read by polars (fast, exact float parsing) into numpy columns with the record types'
+dtypes where they are known (:data:`lbsim.metrics.records.ITERATION_DTYPES`, ``UPDATE_DTYPES``);
+other tables are typed by inference. No pyarrow needed: frames are built from numpy columns.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lbsim.errors import InputError
+from lbsim.metrics.records import ITERATION_DTYPES, UPDATE_DTYPES
+from lbsim.metrics.writers import FORMATS
+
+KNOWN_DTYPES: dict[str, dict[str, type]] = {"iterations": ITERATION_DTYPES, "updates": UPDATE_DTYPES}
+
+
+def table_path(folder: Path, name: str) -> Path | None:
+    """``folder/name.parquet`` or ``folder/name.csv``, whichever exists (Parquet first), else None."""
+    for fmt in reversed(FORMATS):
+        p = folder / f"{name}.{fmt}"
+        if p.is_file():
+            return p
+    return None
+
+
+def _polars_dtype(t: type) -> Any:
+    import polars as pl
+
+    return {np.int64: pl.Int64, np.float64: pl.Float64, np.bool_: pl.Boolean}[t]
+
+
+def read_frame(path: Path, name: str | None = None) -> Any:
+    """A polars DataFrame of one table file; known tables (by ``name``) get their record dtypes."""
+    import polars as pl
+
+    known = KNOWN_DTYPES.get(name or path.name.split(".")[0], {})
+    if path.suffix == ".parquet":
+        return pl.read_parquet(path)
+    overrides = {c: _polars_dtype(t) for c, t in known.items()}
+    return pl.read_csv(path, schema_overrides=overrides or None, infer_schema_length=None)
+
+
+def read_columns(path: Path, name: str | None = None, wanted: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """One table file as numpy columns (only ``wanted`` ones that exist, if given)."""
+    frame = read_frame(path, name)
+    cols = [c for c in frame.columns if wanted is None or c in wanted]
+    return {c: frame.get_column(c).to_numpy() for c in cols}
+
+
+def to_pandas(frame: Any) -> Any:
+    """A polars frame as a pandas DataFrame, column by column (no pyarrow needed)."""
+    import pandas as pd
+
+    return pd.DataFrame({c: frame.get_column(c).to_numpy() for c in frame.columns})
+
+
+def is_run_dir(path: Path) -> bool:
+    return (path / "summary.json").is_file() and table_path(path, "iterations") is not None
+
+
+def is_sweep_dir(path: Path) -> bool:
+    return (path / "results.csv").is_file() and (path / "runs").is_dir()
+
+
+def is_compare_dir(path: Path) -> bool:
+    return (path / "compare.csv").is_file()
+
+
+def read_summary(path: Path) -> dict[str, Any]:
+    return json.loads((path / "summary.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+
+
+def compare_schemes(path: Path) -> list[str]:
+    """The schemes of a compare folder, in compare.csv's order (its run subfolders)."""
+    frame = read_frame(path / "compare.csv")
+    names = [str(s) for s in frame.get_column("scheme").to_list()] if "scheme" in frame.columns else []
+    return [n for n in names if is_run_dir(path / n)]
+
+
+def require(path: Path, kind: str) -> None:
+    ok = {"run": is_run_dir, "sweep": is_sweep_dir, "compare": is_compare_dir}[kind](path)
+    if not ok:
+        raise InputError(str(path), f"not a {kind} folder")

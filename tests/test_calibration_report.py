@@ -1,0 +1,47 @@
+"""The validation report's tables (``python -m lbsim.calibration.report``): roles kept apart, geomeans, worst placement."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lbsim.calibration.measured import Row
+from lbsim.calibration.report import ModelResult, catalog_errors, geomean_abs, render, summary_table
+
+
+def _result() -> ModelResult:
+    rows = [Row((1,), 8, 1.0), Row((2,), 8, 1.0), Row((4, 4), 8, 1.0), Row((4, 4), 16, 1.0), Row((1, 1, 1), 8, 1.0)]
+    role = ["single", "fit", "held_out", "held_out", "held_out"]
+    lbsim = np.array([0.0, 0.5, 0.10, -0.30, 0.05])  # the fit row's large error must not leak into held-out figures
+    return ModelResult("cifar10", rows, role, lbsim, np.full(5, 0.2), np.full(5, -0.1), "workload: {}\n")
+
+
+def test_geomean_abs() -> None:
+    assert math.isclose(geomean_abs([0.1, -0.1]), 0.1)
+    assert math.isclose(geomean_abs([0.0, 0.21]), math.sqrt(1.21) - 1)
+
+
+def test_summary_keeps_fit_and_held_out_apart() -> None:
+    lines = summary_table([_result()])
+    cells = [c.strip() for c in lines[2].split("|")[1:-1]]
+    held = geomean_abs([0.10, -0.30, 0.05])
+    assert cells[0] == "cifar10" and cells[3] == "50.0"  # fit geomean: the fit row only
+    assert cells[4] == f"**{100 * held:.1f}**"
+    assert cells[6] == f"44 ({100 * geomean_abs([0.10, -0.30]):.1f})"  # worst held-out placement
+    assert cells[7] == "1 of 2"  # placements above 15 %
+    assert cells[8] == "20.0" and cells[9] == "10.0"
+
+
+def test_render_has_every_placement_once() -> None:
+    text = render([_result()])
+    assert text.startswith("<!-- generated -->")
+    table = text.split("#### cifar10")[1]
+    assert [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "placement" not in line] == \
+        ["1", "2", "44", "111"]
+
+
+def test_catalog_model_reproduces_single_gpu_rows() -> None:
+    rows = [Row((1,), b, 0.01 + b / 1000) for b in (8, 16, 32)] + [Row((1, 1), 16, 1.0)]
+    err = catalog_errors(rows, 10_000_000)
+    assert np.allclose(err[:3], 0.0) and err[3] < 0  # comm at the catalog's links, no overlap
