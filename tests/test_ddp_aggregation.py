@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-STEPS = {2: [(3, 9), (10, 2), (1, 11)], 3: [(2, 5, 9), (8, 1, 7), (4, 4, 8)]}
+STEPS: dict[int, list[tuple[int, ...]]] = {2: [(3, 9), (10, 2), (1, 11)], 3: [(2, 5, 9), (8, 1, 7), (4, 4, 8)]}
 
 
 def _net() -> torch.nn.Module:

@@ -103,3 +103,10 @@ def test_epochs_reshuffle_and_seed_fixes_the_order() -> None:
 def test_dataset_smaller_than_global_batch_is_refused() -> None:
     with pytest.raises(ValueError, match="smaller than the global batch 10"):
         BalancedBatchSampler(Scripted(0, 2, 10, [(5, 5)]), 9)
+
+
+def test_balancer_refuses_the_oracle_and_a_missing_process_group() -> None:
+    with pytest.raises(ValueError, match="oracle.*only in the simulator; valid here: narx, ema, last"):
+        LoadBalancer(8, predictor="oracle")
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        LoadBalancer(8)

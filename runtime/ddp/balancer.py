@@ -62,11 +62,11 @@ class LoadBalancer:
     def __init__(self, global_batch: int, *, variant: str = "auto", predictor: str = "narx", seed: int = 0,
                  max_batch: int | None = None, samples_per_s: float | None = None, group: Any = None,
                  device: torch.device | None = None, slowed: SlowedRank | None = None, **options: Any) -> None:
-        if not dist.is_initialized():
-            raise RuntimeError("LoadBalancer needs torch.distributed to be initialised (init_process_group) first")
         if predictor == "oracle":
             raise ValueError("predictor 'oracle' needs the future and exists only in the simulator; "
                              "valid here: narx, ema, last")
+        if not dist.is_initialized():
+            raise RuntimeError("LoadBalancer needs torch.distributed to be initialised (init_process_group) first")
         self.group = group
         self.rank = dist.get_rank(group)
         self.world = dist.get_world_size(group)
@@ -100,7 +100,7 @@ class LoadBalancer:
         self._pre_s = 0.0  # this rank's time in next_batches before the current step (counted as its work)
         self._read_at = -1e9
         self._last_readings = (1.0, 1.0)
-        self._gather: tuple[Any, torch.Tensor] | None = None  # in flight: all_gather of the last observation
+        self._inflight: tuple[Any, torch.Tensor] | None = None  # in flight: all_gather of the last observation
         self._decision: tuple[int, ...] | None = None  # rank 0: decided, not yet sent
 
     # -- collectives -----------------------------------------------------------------------------------
@@ -132,10 +132,10 @@ class LoadBalancer:
         """
         t = time.perf_counter()
         n = self.world
-        if self._gather is not None:
-            work, out = self._gather
+        if self._inflight is not None:
+            work, out = self._inflight
             work.wait()
-            self._gather = None
+            self._inflight = None
             table = out.view(n, 4 + n).tolist()
             if table[0][4] > 0:  # rank 0's decision from the gather before
                 self.batches = tuple(int(v) for v in table[0][4:])
@@ -151,7 +151,7 @@ class LoadBalancer:
         self.step_batches = None  # observed
         mine = torch.tensor(row, dtype=torch.float64, device=self.comm_device)
         out = torch.empty(n * (4 + n), dtype=torch.float64, device=self.comm_device)  # flat: what gloo accepts
-        self._gather = (dist.all_gather_into_tensor(out, mine, group=self.group, async_op=True), out)
+        self._inflight = (dist.all_gather_into_tensor(out, mine, group=self.group, async_op=True), out)
         self._pre_s = time.perf_counter() - t
         self.overhead_s += self._pre_s
         return self.batches
@@ -182,9 +182,9 @@ class LoadBalancer:
 
     def finish(self) -> None:
         """Wait for the balancer's collectives still in flight (call on every rank before destroying the group)."""
-        if self._gather is not None:
-            self._gather[0].wait()
-        self._gather = None
+        if self._inflight is not None:
+            self._inflight[0].wait()
+        self._inflight = None
 
     def split(self, total: int, like: Sequence[int]) -> tuple[int, ...]:
         """``total`` samples split in proportion to ``like`` within the caps (an epoch's last step)."""
