@@ -12,7 +12,7 @@ decided by lbsim's ``lbbsp`` scheme, gradients weighted by ``b_r / B``. The data
 ``--slow-rank R --slowdown F`` slows rank R by F for the whole run with the runtime's emulated
 contention (:mod:`runtime.ddp.inject`), in both modes alike. Rank 0 prints one JSON line per epoch
 (``epoch``, ``epoch_s``, ``samples_per_s``, ``test_accuracy``, ``batches``: the mean batch per rank,
-``overhead_s``: time in LB-BSP's decisions) and writes them to ``--json`` if given.
+``overhead_s`` / ``overhead_cpu_s``: rank 0's wall / CPU time in LB-BSP's balancer, ``steps``) and writes them to ``--json`` if given.
 """
 
 from __future__ import annotations
@@ -104,6 +104,7 @@ def main() -> None:
         dist.barrier()
         start = time.perf_counter()
         overhead0 = lb.overhead_s if lb is not None else 0.0
+        cpu0 = lb.overhead_cpu_s if lb is not None else 0.0
         samples, sizes = 0, []
         for x, y in loader:
             if lb is None and slowed is not None:
@@ -129,7 +130,9 @@ def main() -> None:
             line = {"mode": args.mode, "epoch": epoch, "epoch_s": round(epoch_s, 4), "samples": int(total),
                     "samples_per_s": round(total / epoch_s, 2), "test_accuracy": round(accuracy, 4),
                     "batches": [round(float(g[1]), 2) for g in gathered],
-                    "overhead_s": round((lb.overhead_s if lb is not None else 0.0) - overhead0, 5)}
+                    "overhead_s": round((lb.overhead_s if lb is not None else 0.0) - overhead0, 5),
+                    "overhead_cpu_s": round((lb.overhead_cpu_s if lb is not None else 0.0) - cpu0, 5),
+                    "steps": len(sizes)}
             lines.append(line)
             print(json.dumps(line), flush=True)
     if rank == 0 and args.json is not None:

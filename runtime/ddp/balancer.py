@@ -94,7 +94,8 @@ class LoadBalancer:
         self.step_batches: tuple[int, ...] | None = None  # the batches of the step in progress
         self.steps = 0
         self.decisions = 0
-        self.overhead_s = 0.0  # time spent gathering, deciding and broadcasting (all steps)
+        self.overhead_s = 0.0  # wall time in next_batches (all steps): bookkeeping, rank 0's decision, collectives
+        self.overhead_cpu_s = 0.0  # the same, CPU time of this thread (not inflated by other processes' load)
         self.history: list[tuple[int, ...]] = []  # the batches of every step, in order
         self._observable = False
         self._pre_s = 0.0  # this rank's time in next_batches before the current step (counted as its work)
@@ -130,7 +131,7 @@ class LoadBalancer:
         scheme always learns from the batch a rank really ran, so only the ``gpu`` variant's step
         rule (which attributes a measurement to its latest decision) is affected by the lag.
         """
-        t = time.perf_counter()
+        t, cpu0 = time.perf_counter(), time.thread_time()
         n = self.world
         if self._inflight is not None:
             work, out = self._inflight
@@ -154,6 +155,7 @@ class LoadBalancer:
         self._inflight = (dist.all_gather_into_tensor(out, mine, group=self.group, async_op=True), out)
         self._pre_s = time.perf_counter() - t
         self.overhead_s += self._pre_s
+        self.overhead_cpu_s += time.thread_time() - cpu0
         return self.batches
 
     def _readings(self) -> tuple[float, float]:
