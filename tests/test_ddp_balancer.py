@@ -60,7 +60,12 @@ def _rank(rank: int, port: int, out: str) -> None:
             model(x[idx]).sum().backward()
         seen.append(idx_epoch)
     lb.finish()
-    Path(f"{out}.{rank}").write_text(json.dumps({"history": lb.history, "seen": seen}))
+    try:  # a global batch above the ranks' caps fails on every rank (none is left waiting)
+        LoadBalancer(100, max_batch=30)
+        refused = ""
+    except ValueError as err:
+        refused = str(err)
+    Path(f"{out}.{rank}").write_text(json.dumps({"history": lb.history, "seen": seen, "refused": refused}))
     dist.destroy_process_group()
 
 
@@ -100,3 +105,7 @@ def test_cpu_clock_stops_at_the_last_mark() -> None:
     clock.mark()
     time.sleep(0.05)  # waiting after the last bucket (the other ranks) is not compute
     assert 0.02 <= clock.elapsed_s() < 0.05
+
+
+def test_a_global_batch_above_the_caps_is_refused_on_every_rank(ranks: list[dict[str, list]]) -> None:  # type: ignore[type-arg]
+    assert all("global_batch 100 must lie in [3, 90]" in str(r["refused"]) for r in ranks)

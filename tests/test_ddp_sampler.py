@@ -108,5 +108,7 @@ def test_dataset_smaller_than_global_batch_is_refused() -> None:
 def test_balancer_refuses_the_oracle_and_a_missing_process_group() -> None:
     with pytest.raises(ValueError, match="oracle.*only in the simulator; valid here: narx, ema, last"):
         LoadBalancer(8, predictor="oracle")
+    with pytest.raises(ValueError, match="valid variants auto, cpu, gpu, gpu_model; predictors narx, ema, last"):
+        LoadBalancer(8, variant="fast")
     with pytest.raises(RuntimeError, match="init_process_group"):
         LoadBalancer(8)

@@ -44,6 +44,8 @@ from runtime.ddp.inject import SlowedRank
 from runtime.ddp.timing import StepClock
 from runtime.resources import ResourceReader
 
+VARIANTS = ("auto", "cpu", "gpu", "gpu_model")
+PREDICTORS = ("narx", "ema", "last")
 READ_EVERY_S = 0.1  # CPU/memory readings are refreshed at most this often
 UNCAPPED = 2**24  # a batch larger than any real one (batch sizes travel as exact float32/int64)
 
@@ -65,6 +67,9 @@ class LoadBalancer:
         if predictor == "oracle":
             raise ValueError("predictor 'oracle' needs the future and exists only in the simulator; "
                              "valid here: narx, ema, last")
+        if predictor not in PREDICTORS or variant not in VARIANTS:
+            raise ValueError(f"variant {variant!r} / predictor {predictor!r}: valid variants {', '.join(VARIANTS)}; "
+                             f"predictors {', '.join(PREDICTORS)}")
         if not dist.is_initialized():
             raise RuntimeError("LoadBalancer needs torch.distributed to be initialised (init_process_group) first")
         self.group = group
@@ -84,6 +89,10 @@ class LoadBalancer:
                             samples_per_s=tuple(float(row[2]) for row in table), max_batch=caps,
                             kinds=kinds, seed=seed)  # type: ignore[arg-type]
         self.caps = caps
+        low = self.world * self.config.min_batch
+        if not low <= self.global_batch <= sum(caps):  # checked on every rank: no rank waits for a failed one
+            raise ValueError(f"global_batch {self.global_batch} must lie in [{low}, {sum(caps)}] "
+                             f"({self.world} ranks x min_batch {self.config.min_batch}, the sum of the ranks' max_batch)")
         self.scheme = build_scheme(self.config, ctx) if self.rank == 0 else None
         self.batches = self._broadcast(list(self.scheme.initial_batches()) if self.scheme is not None else None)
         self.readings = bool(self.config.variant == "cpu" or (self.config.variant == "auto" and "cpu" in kinds))
