@@ -8,7 +8,7 @@ rank), run side by side in alternating order, ``REPEATS`` times per arm:
 * ``contention``: rank 2 slowed by ``SLOWDOWN`` for the whole run with the runtime's emulated
   contention (:mod:`runtime.ddp.inject`, the same in both arms). ``ddp``: the plain script
   (DistributedSampler, B/3 per rank, DDP's averaging); ``lbbsp``: the same script with LB-BSP
-  (variant ``cpu``, predictor ``ema``). Figures: samples per second over epochs 1.. (epoch 0 is
+  (variant ``cpu``, predictor ``ema`` with ``ema_alpha`` 0.2). Figures: samples per second over epochs 1.. (epoch 0 is
   the warm-up in which LB-BSP learns the speeds), the ratio lbbsp/ddp (median of the repeats'
   ratios), the test accuracy after every epoch, the mean batch per rank.
 * ``overhead``: no slowdown. The ratio of sample rates (lbbsp/ddp: < 1 means LB-BSP is slower) and
@@ -36,6 +36,7 @@ EPOCHS = 5
 REPEATS = 3
 SLOWDOWN = 3.0
 GLOBAL_BATCH = 192
+EMA_ALPHA = 0.2  # smoother speed estimates: less chasing of the shared machine's scheduling noise
 
 
 def run_example(mode: str, *, slow_rank: int, epochs: int = EPOCHS, extra: tuple[str, ...] = ()) -> list[dict[str, Any]]:
@@ -45,7 +46,7 @@ def run_example(mode: str, *, slow_rank: int, epochs: int = EPOCHS, extra: tuple
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=3",
                str(REPO / "examples" / "ddp_digits.py"), "--mode", mode, "--epochs", str(epochs),
                "--global-batch", str(GLOBAL_BATCH), "--slow-rank", str(slow_rank), "--slowdown", str(SLOWDOWN),
-               "--variant", "cpu", "--predictor", "ema", "--json", str(out), *extra]
+               "--variant", "cpu", "--predictor", "ema", "--ema-alpha", str(EMA_ALPHA), "--json", str(out), *extra]
         env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
