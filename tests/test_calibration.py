@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from lbsim.calibration.compute import fit_compute_curve
-from lbsim.calibration.fit import calibrate_rows, predict_rows
+from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, INTRA_LATENCY_MAX_S, calibrate_rows, intra_bounds_for, predict_rows
 from lbsim.calibration.measured import Row, read_measurements
 from lbsim.calibration.model import LinkFigures, comm_s, step_s
 from lbsim.cli import main
@@ -29,7 +29,8 @@ if not POLLUX.is_dir():
 FIT = [(2,), (4,), (1, 1), (2, 2), (1, 1, 1, 1)]
 FIT_ARG = "2,4,11,22,1111"
 TRUE = LinkFigures(intra_bandwidth_gbps=40.0, intra_latency_s=2e-4, nic_bandwidth_gbps=8.0, nic_latency_s=1e-3,
-                   shared_node_slowdown=0.05, overlap=OverlapParams(hide_share=0.4, tail_share=0.2), algorithm="nccl")
+                   shared_node_slowdown=0.05, overlap=OverlapParams(hide_share=0.4, tail_share=0.2), algorithm="nccl",
+                   chunk_share=DEFAULT_CHUNK_SHARE)
 S = 100_000_000
 BATCHES = (8, 16, 32, 64, 128, 256, 512)
 PLACEMENTS = [(1,), *FIT, (4, 4), (1, 1, 1), (2, 2, 2, 2), (4, 4, 4, 4), (1, 2, 3)]
@@ -81,6 +82,27 @@ def test_ring_data_pick_the_ring() -> None:
     assert cal.residuals["ring"] < 1e-6 < cal.residuals["tree"]
 
 
+def test_chunk_share_is_a_given_not_a_fit() -> None:
+    """Another stack's pipeline fill (--chunk-share): the figures are recovered when it is given."""
+    fig = replace(TRUE, chunk_share=0.1)
+    cal = calibrate_rows(synthetic(fig), FIT, S, chunk_share=0.1)
+    assert cal.figures.chunk_share == 0.1 and cal.fit_error < 1e-6
+    assert _close(cal.figures.nic_bandwidth_gbps, 8.0, 1e-3)
+    # the default (NCCL 512 KiB step / DDP 25 MiB bucket) misreads it: the fill lands in other figures
+    assert calibrate_rows(synthetic(fig), FIT, S).fit_error > 1e-4
+
+
+def test_intra_link_is_bounded_by_the_instances_rated_figure() -> None:
+    """An intra link the data would put beyond its rating (or a 10 ms hop) is held at the physical bound."""
+    bounds = intra_bounds_for("g4dn.12xlarge")
+    assert bounds.max_gbps == pytest.approx(126.0) and bounds.max_latency_s == INTRA_LATENCY_MAX_S
+    assert intra_bounds_for("p3.16xlarge").max_gbps == pytest.approx(1200.0)  # NVLink 2: rated figure itself
+    fast = replace(TRUE, intra_bandwidth_gbps=1000.0, intra_latency_s=1e-2)
+    cal = calibrate_rows(synthetic(fast), FIT, S, intra_bounds=bounds)
+    assert cal.figures.intra_bandwidth_gbps <= 126.0 * (1 + 1e-9)
+    assert cal.figures.intra_latency_s <= INTRA_LATENCY_MAX_S * (1 + 1e-9)
+
+
 def test_fit_reads_only_the_fit_placements() -> None:
     rows = synthetic()
     cal = calibrate_rows(rows, FIT, S)
@@ -128,7 +150,7 @@ def test_cli_writes_fit_and_simulated_predictions(tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main(["calibrate", str(src), "--fit-placements", FIT_ARG, "--gradient-bytes", str(S), "--out", str(out), "-q"]) == 0
     text = (out / "fit.yaml").read_text()
-    assert "algorithm: nccl" in text and "compute_curve" in text
+    assert "algorithm: nccl" in text and "compute_curve" in text and "chunk_share: 0.02" in text
     with (out / "predictions.csv").open() as fh:
         got = list(csv.DictReader(fh))
     assert len(got) == len(PLACEMENTS) * len(BATCHES)
@@ -154,6 +176,7 @@ def test_cli_writes_fit_and_simulated_predictions(tmp_path: Path) -> None:
     ("bad fit string", ["--fit-placements", "2,a"], "--fit-placements: bad placement"),
     ("gradient bytes", ["--gradient-bytes", "0"], "--gradient-bytes"),
     ("instance", ["--instance", "nope"], "--instance: unknown instance"),
+    ("chunk share", ["--chunk-share", "1.5"], "--chunk-share: must be in [0, 1]"),
 ])
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str,
                                          args_or_rows: object, needle: str) -> None:
@@ -189,15 +212,18 @@ POLLUX_MODELS = {"cifar10": (44_695_848, 0.10), "imagenet": (102_228_128, 0.10),
 
 
 @pytest.mark.skipif(not POLLUX.is_dir(), reason="Pollux traces not present")
+@pytest.mark.parametrize("fit_arg", [FIT_ARG, "2,4,22,44,11"])
 @pytest.mark.parametrize("model", sorted(POLLUX_MODELS))
-def test_pollux_held_out_error_within_the_issue_bound(model: str) -> None:
+def test_pollux_held_out_error_within_the_issue_bound(model: str, fit_arg: str) -> None:
+    """The issue's fit subset and another one (robustness; on 2,4,11,22,111 cifar10 misses: docs/validation.md)."""
     gradient_bytes, bound = POLLUX_MODELS[model]
+    fit = [tuple(int(c) for c in p) for p in fit_arg.split(",")]
     rows = read_measurements(POLLUX / f"{model}_placements.csv")
-    cal = calibrate_rows(rows, FIT, gradient_bytes)
+    cal = calibrate_rows(rows, fit, gradient_bytes, intra_bounds=intra_bounds_for("g4dn.12xlarge"))  # as the CLI
     pred = predict_rows(rows, cal.curve, cal.figures, gradient_bytes)
     err = np.array([p / r.step_time_s - 1.0 for p, r in zip(pred, rows, strict=True)])
     single = np.array([r.placement == (1,) for r in rows])
-    held = np.array([r.placement not in set(FIT) and r.gpus > 1 for r in rows])
+    held = np.array([r.placement not in set(fit) and r.gpus > 1 for r in rows])
     assert np.max(np.abs(err[single])) <= 0.03
     assert float(np.exp(np.mean(np.log1p(np.abs(err[held])))) - 1.0) <= bound
 

@@ -7,7 +7,15 @@ import math
 import numpy as np
 
 from lbsim.calibration.measured import Row
-from lbsim.calibration.report import ModelResult, catalog_errors, geomean_abs, render, summary_table
+from lbsim.calibration.report import (
+    ModelResult,
+    catalog_errors,
+    geomean_abs,
+    held_out_summary,
+    render,
+    robustness_table,
+    summary_table,
+)
 
 
 def _result() -> ModelResult:
@@ -45,3 +53,14 @@ def test_catalog_model_reproduces_single_gpu_rows() -> None:
     rows = [Row((1,), b, 0.01 + b / 1000) for b in (8, 16, 32)] + [Row((1, 1), 16, 1.0)]
     err = catalog_errors(rows, 10_000_000)
     assert np.allclose(err[:3], 0.0) and err[3] < 0  # comm at the catalog's links, no overlap
+
+
+def test_robustness_rows_keep_the_subsets_fit_placements_out() -> None:
+    rows = [Row((1,), 8, 1.0), Row((1, 1, 1), 8, 1.0), Row((4, 4), 8, 1.0), Row((4, 4), 16, 1.0), Row((2, 2), 8, 1.0)]
+    err = np.array([0.0, 0.5, 0.10, -0.30, 0.05])
+    r = held_out_summary("2,111", "bert", rows, err, "nccl")  # 111 is fitted: its +50 % is not held out
+    assert r.placements == 2 and r.over_15 == 1 and r.worst == "44"
+    assert math.isclose(r.held_geomean, geomean_abs([0.10, -0.30, 0.05]))
+    line = robustness_table([r])[2]
+    assert line.startswith("| 2,111 | bert | 10.0 |") and "| 1 of 2 | nccl |" in line
+    assert "### Robustness" in render([_result()], [r]) and "### Robustness" not in render([_result()])

@@ -56,20 +56,50 @@ def test_a_ring_step_lasts_as_long_as_its_slowest_hop() -> None:
     assert ring_allreduce_s(GB, [2, 2], intra, inter) == pytest.approx(6 * (0.5 + 0.025))
 
 
-def test_tree_across_nodes() -> None:
-    # 4 nodes x 2: intra RS + AG 2 * (1/2 * 1 GB / 10 GB/s) = 0.1 s; double binary tree S / B = 1 s
+def test_tree_is_one_pipeline_phases_do_not_add() -> None:
+    # 4 nodes x 2: chunks flow through the chains and the NIC tree at once: S / B_bottleneck = 1 s
+    # (not the 0.1 s intra RS + AG on top of the tree's 1 s)
     sizes, intra, inter = [2] * 4, [FAST] * 4, [NIC] * 4
-    assert tree_allreduce_s(GB, sizes, intra, inter) == pytest.approx(1.1)
+    assert tree_allreduce_s(GB, sizes, intra, inter) == pytest.approx(1.0)
     assert hierarchical_allreduce_s(GB, sizes, intra, inter) == pytest.approx(0.1 + 2 * 3 / 4)  # ring across: 1.5 s
     assert ring_allreduce_s(GB, sizes, intra, inter) == pytest.approx(2 * 7 / 8)
+    # a chain link slower than the NIC is the bottleneck: every chain link carries ~S
+    slow_pcie = [Link(0.5e9, 0.0)] * 4
+    assert tree_allreduce_s(GB, sizes, slow_pcie, inter) == pytest.approx(2.0)
     # latency grows with the tree's depth: 2 ceil(log2 N) steps
     lat = [Link(1e9, 1e-3)]
     for nodes, depth in [(2, 1), (3, 2), (4, 2), (5, 3), (16, 4)]:
         assert tree_allreduce_s(0.0, [1] * nodes, [FAST] * nodes, lat * nodes) == pytest.approx(2 * depth * 1e-3)
-    # on two nodes the tree moves what a ring over them moves: S / B = 2 (N-1)/N S / B
-    assert tree_allreduce_s(GB, [3, 3], [FAST] * 2, [NIC] * 2) == pytest.approx(
-        hierarchical_allreduce_s(GB, [3, 3], [FAST] * 2, [NIC] * 2))
-    assert tree_allreduce_s(GB, [4], [FAST], [NIC]) == ring_allreduce_s(GB, [4], [FAST], [NIC])  # one node: intra only
+    assert tree_allreduce_s(GB, [4], [FAST], [NIC]) == ring_allreduce_s(GB, [4], [FAST], [NIC])  # one node: ring
+
+
+def test_tree_latency_is_the_longest_paths() -> None:
+    # path = the d+1 largest nodes; each pays (g-1) chain hops up and down, plus d NIC hops each way
+    intra, inter = Link(1e30, 1e-5), Link(1e30, 1e-3)
+    # 3 nodes (d = 2): all three on the path: 2 * ((3 + 0 + 0) * 1e-5 + 2 * 1e-3)
+    assert tree_allreduce_s(0.0, [1, 1, 4], [intra] * 3, [inter] * 3) == pytest.approx(2 * (3e-5 + 2e-3))
+    assert tree_allreduce_s(0.0, [4, 4, 4], [intra] * 3, [inter] * 3) == pytest.approx(2 * (9e-5 + 2e-3))
+    # 5 nodes (d = 3): the 4 largest of 4, 1, 3, 2, 2 -> 3 + 2 + 1 + 1 = 7 hops
+    assert tree_allreduce_s(0.0, [4, 1, 3, 2, 2], [intra] * 5, [inter] * 5) == pytest.approx(2 * (7e-5 + 3e-3))
+
+
+def test_pipeline_fill_closed_forms() -> None:
+    phi = 0.02
+    # ring, 2 nodes x 2 at the NIC: 2(n-1) = 6 stages -> + 5 phi S / B
+    assert ring_allreduce_s(GB, [2, 2], [FAST] * 2, [NIC] * 2, phi) == pytest.approx(1.5 + 5 * phi)
+    # tree, nodes 1, 1, 4 (d = 2, 3 chain hops): 2 (3 + 2) = 10 stages -> S/B + 9 phi S / B
+    assert tree_allreduce_s(GB, [1, 1, 4], [FAST] * 3, [NIC] * 3, phi) == pytest.approx(1.0 + 9 * phi)
+    assert tree_allreduce_s(GB, [4, 4, 4], [FAST] * 3, [NIC] * 3, phi) == pytest.approx(1.0 + 21 * phi)
+    # hierarchical, 2 nodes x 2: 2 (2-1) + 2 (2-1) = 4 stages at the NIC -> + 3 phi S / B
+    assert hierarchical_allreduce_s(GB, [2, 2], [FAST] * 2, [NIC] * 2, phi) == pytest.approx(1.1 + 3 * phi)
+    # phi = 1: store-and-forward, the tree's stages add up (each a whole S / B)
+    assert tree_allreduce_s(GB, [1, 1, 1], [FAST] * 3, [NIC] * 3, 1.0) == pytest.approx(4.0)
+    # phi = 0 is the classic formula, bit for bit
+    for algorithm in ("ring", "hierarchical", "tree", "nccl"):
+        assert allreduce_s(GB, [2, 3, 1], [FAST] * 3, [NIC] * 3, algorithm=algorithm, chunk_share=0.0) == allreduce_s(
+            GB, [2, 3, 1], [FAST] * 3, [NIC] * 3, algorithm=algorithm)
+    with pytest.raises(ValueError, match="chunk share"):
+        ring_allreduce_s(GB, [2], [FAST], [NIC], 1.5)
 
 
 def test_nccl_picks_the_flat_ring_on_two_nodes_and_the_tree_beyond() -> None:
@@ -146,15 +176,16 @@ links = st.builds(Link, st.floats(1e6, 1e11), st.floats(0.0, 1e-2))
     factors_seed=st.lists(st.floats(1.0, 5.0), min_size=30, max_size=30),
     s=st.floats(0.0, 1e9),
     algorithm=st.sampled_from(["ring", "hierarchical", "tree", "nccl"]),
+    phi=st.sampled_from([0.0, 0.02, 1.0]),
 )
-def test_the_engines_plan_is_the_link_formula(nodes, factors_seed, s, algorithm) -> None:
+def test_the_engines_plan_is_the_link_formula(nodes, factors_seed, s, algorithm, phi) -> None:
     """AllReducePlan (what both engines call) == allreduce_s on the contended links, exactly."""
     sizes = tuple(g for g, _, _ in nodes)
     topo = Topology(sizes, tuple(x for _, x, _ in nodes), tuple(y for _, _, y in nodes))
     factors = factors_seed[: topo.n_workers]
-    plan = AllReducePlan(topo, algorithm)
+    plan = AllReducePlan(topo, algorithm, phi)
     intra, inter = topo.links(factors)
-    assert plan.duration_s(s, factors) == allreduce_s(s, sizes, intra, inter, algorithm=algorithm)
+    assert plan.duration_s(s, factors) == allreduce_s(s, sizes, intra, inter, algorithm=algorithm, chunk_share=phi)
 
 
 @settings(max_examples=100, deadline=None)

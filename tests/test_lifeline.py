@@ -73,7 +73,7 @@ def test_die_with_parent_ends_the_child_of_a_killed_parent(tmp_path: Path) -> No
 
 SCENARIO = (
     "name: orphans\nseed: 5\n"
-    "workload: {model: resnet50_imagenet, global_batch: 32, updates: 100000000}\n"
+    "workload: {model: resnet50_imagenet, global_batch: 32, updates: 10000000}\n"
     "cluster:\n  groups:\n"
     "    - {instance: c5.xlarge, count: 2, t0_s: 0.0, samples_per_s: 1000.0, max_batch: 512}\n"
     "network: {name: ring_allreduce}\n"

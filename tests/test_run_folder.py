@@ -51,7 +51,8 @@ def test_a_run_replaces_the_whole_previous_run(tmp_path: Path) -> None:
                  "--set", "numerics.enabled=true", "--set", "workload.updates=40"]) == 0
     assert {"decisions.csv", "numerics.csv", "trace.json"} <= set(os.listdir(out))
     assert main(["run", str(f), "--out", str(out), "-q"]) == 0
-    assert sorted(os.listdir(out)) == ["iterations.csv", "scenario.resolved.yaml", "summary.json", "updates.csv"]
+    assert sorted(os.listdir(out)) == ["invocation.json", "iterations.csv", "provenance.json", "scenario.resolved.yaml",
+                                       "summary.json", "updates.csv"]
     assert "name: bsp" in (out / "scenario.resolved.yaml").read_text(encoding="utf-8")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run", "s.yaml"]  # no staging folder or lock left
 
@@ -59,14 +60,15 @@ def test_a_run_replaces_the_whole_previous_run(tmp_path: Path) -> None:
 def test_compare_replaces_its_folder_whole(tmp_path: Path) -> None:
     f = _scenario(tmp_path)
     out = tmp_path / "cmp"
-    assert main(["compare", str(f), "--schemes", "bsp,asp,ssp", "--out", str(out), "-q"]) == 0
-    assert main(["compare", str(f), "--schemes", "static,bsp", "--out", str(out), "-q"]) == 0
+    equal_samples = ["--set", "workload.updates=null", "--set", "workload.samples=384"]  # equal work across schemes
+    assert main(["compare", str(f), "--schemes", "bsp,asp,ssp", "--out", str(out), "-q", *equal_samples]) == 0
+    assert main(["compare", str(f), "--schemes", "static,bsp", "--out", str(out), "-q", *equal_samples]) == 0
     assert sorted(os.listdir(out)) == ["bsp", "compare.csv", "static"]
 
 
 def _start_long_run(f: Path, out: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "lbsim", "run", str(f), "--out", str(out), "-q",
-                             "--set", "workload.updates=100000000"],
+                             "--set", "workload.updates=10000000"],
                             cwd=f.parent, env={**os.environ, "PYTHONPATH": str(REPO)}, text=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 

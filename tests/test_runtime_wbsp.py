@@ -66,7 +66,7 @@ class Run:
     def __init__(self, out: Path) -> None:
         self.out = out
         self.summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
-        self.its = [{k: float(v) for k, v in r.items() if k != "dropped"} for r in _rows(out / "iterations.csv")]
+        self.its = [{k: float(v) for k, v in r.items() if k not in ("dropped", "cut")} for r in _rows(out / "iterations.csv")]
         self.ups = [{k: float(v) for k, v in r.items()} for r in _rows(out / "updates.csv")]
         self.decisions = _rows(out / "decisions.csv")
         self.by_worker: dict[int, list[dict[str, float]]] = defaultdict(list)

@@ -212,7 +212,18 @@ def test_network_contention_on_a_shared_node_slows_both_workers_transfers() -> N
 
 @pytest.mark.parametrize("algorithm", ["tree", "nccl"])
 def test_three_nodes_tree_timeline(algorithm) -> None:
-    # 6 workers on 3 nodes of 2: intra 2 * (1/2 * 1 GB / 10 GB/s) = 0.1 s, tree across nodes 1 GB / 1 GB/s = 1 s
+    # 6 workers on 3 nodes of 2: one pipeline through the chains (10 GB/s) and the NIC tree (1 GB/s):
+    # S / B_bottleneck = 1 GB / 1 GB/s = 1 s per round, the chains hidden under it
     groups = [_group(6, workers_per_node=2, intra_bandwidth_gbps=80.0, intra_latency_s=0.0)]
     res = _both(_data(groups, algorithm=algorithm))
-    assert [u.time_s for u in res.updates] == pytest.approx([3.1, 6.2, 9.3])
+    assert [u.time_s for u in res.updates] == pytest.approx([3.0, 6.0, 9.0])
+
+
+def test_three_nodes_tree_timeline_with_pipeline_fill() -> None:
+    # as above with chunk_share 0.05: d = 2, 3 chain hops on the path -> 2 (3 + 2) = 10 stages,
+    # fill 9 * 0.05 * 1 s = 0.45 s per round
+    groups = [_group(6, workers_per_node=2, intra_bandwidth_gbps=80.0, intra_latency_s=0.0)]
+    data = _data(groups, algorithm="tree")
+    data["network"]["chunk_share"] = 0.05
+    res = _both(data)
+    assert [u.time_s for u in res.updates] == pytest.approx([3.45, 6.9, 10.35])

@@ -29,6 +29,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                     help="profile.json input only: ranks per node (default: all on one node)")
     sp.add_argument("--instance", help="catalog instance named in fit.yaml (default: the smallest GPU instance "
                                        "with room for the largest node; every figure is overridden anyway)")
+    sp.add_argument("--chunk-share", type=float, default=None, metavar="PHI",
+                    help="pipeline fill: the collective's chunk as a share of one call (default: NCCL's 512 KiB "
+                         "step / DDP's 25 MiB bucket = 0.02; not fitted)")
     sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
 
@@ -51,6 +54,8 @@ def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:
         raise InputError("--gradient-bytes", f"must be a positive number of bytes, got {args.gradient_bytes}")
     if args.gpus_per_node is not None and args.gpus_per_node <= 0:
         raise InputError("--gpus-per-node", f"must be >= 1, got {args.gpus_per_node}")
+    if args.chunk_share is not None and not 0.0 <= args.chunk_share <= 1.0:
+        raise InputError("--chunk-share", f"must be in [0, 1], got {args.chunk_share}")
     fit = parse_fit_placements(args.fit_placements)
     out = Path(args.out)
     for p in (out, *out.parents):
@@ -65,7 +70,8 @@ def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:
 
     with LazyProgress("calibrate") as bar:
         cal, preds = calibrate_to(rows, fit, args.gradient_bytes, out, simulate_mean_s, instance=args.instance,
-                                  source=Path(args.measured).name, progress=bar.update)
+                                  source=Path(args.measured).name, progress=bar.update,
+                                  **({} if args.chunk_share is None else {"chunk_share": args.chunk_share}))
     if not args.quiet:
         print_summary(cal, preds, out)
     return 0
@@ -91,5 +97,5 @@ def print_summary(cal: Any, preds: Sequence[Prediction], out: Path) -> None:
     console.print(table)
     console.print(f"algorithm {f.algorithm}; NIC {f.nic_bandwidth_gbps:.3g} Gbit/s + {f.nic_latency_s:.3g} s; "
                   f"intra {f.intra_bandwidth_gbps:.3g} Gbit/s + {f.intra_latency_s:.3g} s; shared-node slowdown "
-                  f"{f.shared_node_slowdown:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}")
+                  f"{f.shared_node_slowdown:.3g}; chunk share {f.chunk_share:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}")
     console.print(f"wrote {out / 'fit.yaml'} and {out / 'predictions.csv'}")

@@ -15,6 +15,23 @@
    apart — so the collective is picked by the data. Bandwidths and latencies are fitted in log
    space (positive, scale-free).
 
+   **Physical bounds on the intra-node link** (:class:`IntraBounds`, from the catalog instance,
+   :func:`intra_bounds_for`): the fit placements rarely pin the intra-node link down (most of a
+   one-node all-reduce hides under backward), and a free fit drifts to unphysical figures (a
+   100,000 Gbit/s link with a 64 ms hop). So its bandwidth is bounded by the link's *rated*
+   figure (PCIe generation × lanes, NVLink) and its per-hop latency by
+   :data:`INTRA_LATENCY_MAX_S`: an NCCL hop over PCIe/NVLink costs microseconds per call, and
+   DDP makes one call per ~25 MiB bucket, so a few hundred µs per gradient is a generous bound.
+
+4. **Pipeline fill** ``chunk_share`` φ (:mod:`lbsim.network.collectives`) is *not* fitted: the
+   fit placements cannot tell it (tried: fitted freely it wanders from 0 to 0.17 between fit
+   subsets). It is a property of the software stack with a sourced default,
+   :data:`DEFAULT_CHUNK_SHARE` = NCCL's pipeline step (``NCCL_BUFFSIZE`` 4 MiB / ``NCCL_STEPS`` 8
+   = 512 KiB; NCCL for smaller calls shrinks the chunk with the call) over PyTorch DDP's bucket
+   (``bucket_cap_mb`` = 25 MiB) = 0.02 (stated from the NCCL source and PyTorch docs as
+   remembered; not re-checked here); ``lbsim calibrate --chunk-share`` overrides it for another
+   stack.
+
 Nothing else is assumed about the hardware: no GPU count per node, no GPU type, no network.
 Rows of other placements are never read by the fit (``tests/test_calibration.py`` perturbs them).
 """
@@ -32,6 +49,7 @@ from lbsim.calibration.model import LinkFigures, step_s
 from lbsim.errors import InputError
 from lbsim.network.collectives import ALGORITHMS
 from lbsim.network.overlap import OverlapParams
+from lbsim.scenario import catalog
 
 # (log10 Gbit/s intra, log10 s intra, log10 Gbit/s NIC, log10 s NIC): starting points of the fit
 STARTS = ((1.0, -4.0, 0.5, -3.0), (2.0, -5.0, 1.0, -4.0), (0.5, -2.0, 0.0, -2.0))
@@ -41,6 +59,39 @@ LATENCY_BOUNDS = (-9.0, 0.0)  # log10 s
 PREFERENCE = ("nccl", "ring", "tree", "hierarchical")
 FIT_ORDER = tuple(a for a in PREFERENCE if a in ALGORITHMS) + tuple(a for a in ALGORITHMS if a not in PREFERENCE)
 PREFER_WITHIN = 0.02  # an algorithm listed earlier is kept if its residual is within 2 % of the best
+# NCCL pipeline step (4 MiB buffer / 8 steps) over a PyTorch DDP bucket (25 MiB): docstring step 4
+DEFAULT_CHUNK_SHARE = (4 * 2**20 / 8) / (25 * 2**20)
+# an NCCL hop inside a node costs microseconds per call; a gradient is ~S / 25 MiB calls
+INTRA_LATENCY_MAX_S = 3e-4
+
+
+@dataclass(frozen=True)
+class IntraBounds:
+    """Upper bounds on the intra-node link the fit may use (module docstring, step 3)."""
+
+    max_gbps: float = 10 ** GBPS_BOUNDS[1]
+    max_latency_s: float = INTRA_LATENCY_MAX_S
+
+    def __post_init__(self) -> None:
+        if not (10 ** GBPS_BOUNDS[0] < self.max_gbps <= 10 ** GBPS_BOUNDS[1]):
+            raise ValueError(f"intra bandwidth bound {self.max_gbps!r} Gbit/s outside the fit's range")
+        if not (10 ** LATENCY_BOUNDS[0] < self.max_latency_s <= 10 ** LATENCY_BOUNDS[1]):
+            raise ValueError(f"intra latency bound {self.max_latency_s!r} s outside the fit's range")
+
+    @property
+    def log10_max_gbps(self) -> float:
+        return float(np.log10(self.max_gbps))
+
+    @property
+    def log10_max_latency_s(self) -> float:
+        return float(np.log10(self.max_latency_s))
+
+
+def intra_bounds_for(instance: str) -> IntraBounds:
+    """The intra link's bounds on ``instance``: its rated bandwidth (if the catalog knows one), the latency bound."""
+    inst = catalog.INSTANCES[instance]
+    rated = inst.intra_rated_gbps or inst.intra_bandwidth_gbps
+    return IntraBounds(max_gbps=rated) if rated else IntraBounds()
 
 
 @dataclass(frozen=True)
@@ -82,12 +133,13 @@ def slowdown_from_sync(rows: Sequence[Row], curve: ComputeCurve) -> float | None
     return float(_golden(lambda s: float(np.sum(np.log(local / (t * (1.0 + s * extra))) ** 2)), 0.0, 1.0))
 
 
-def _figures(x: np.ndarray, slowdown: float | None, algorithm: str) -> LinkFigures:
+def _figures(x: np.ndarray, slowdown: float | None, algorithm: str, chunk_share: float) -> LinkFigures:
     s = float(x[6]) if slowdown is None else slowdown
     return LinkFigures(
         intra_bandwidth_gbps=float(10 ** x[0]), intra_latency_s=float(10 ** x[1]),
         nic_bandwidth_gbps=float(10 ** x[2]), nic_latency_s=float(10 ** x[3]),
         shared_node_slowdown=s, overlap=OverlapParams(float(x[4]), float(x[5])), algorithm=algorithm,
+        chunk_share=chunk_share,
     )
 
 
@@ -103,6 +155,8 @@ def calibrate_rows(
     gradient_bytes: int,
     *,
     algorithms: Sequence[str] = FIT_ORDER,
+    intra_bounds: IntraBounds | None = None,
+    chunk_share: float = DEFAULT_CHUNK_SHARE,
     progress: Callable[[float], None] | None = None,
 ) -> Calibration:
     """Fit t(b), then the links, overlap and collective from the fit placements' rows only."""
@@ -129,8 +183,9 @@ def calibrate_rows(
     t_fit = curve(np.array([r.local_bsz for r in fit_rows], dtype=np.float64))
     placements = [r.placement for r in fit_rows]
 
+    ib = intra_bounds or IntraBounds()
     lo = [GBPS_BOUNDS[0], LATENCY_BOUNDS[0], GBPS_BOUNDS[0], LATENCY_BOUNDS[0], 0.0, 0.0, 0.0]
-    hi = [GBPS_BOUNDS[1], LATENCY_BOUNDS[1], GBPS_BOUNDS[1], LATENCY_BOUNDS[1], 1.0, 1.0, 1.0]
+    hi = [ib.log10_max_gbps, ib.log10_max_latency_s, GBPS_BOUNDS[1], LATENCY_BOUNDS[1], 1.0, 1.0, 1.0]
     n_free = 7 if slowdown is None else 6
 
     fitted: dict[str, LinkFigures] = {}
@@ -139,17 +194,18 @@ def calibrate_rows(
     done = 0
     for algorithm in algorithms:
         def resid(x: np.ndarray, algorithm: str = algorithm) -> np.ndarray:
-            fig = _figures(x, slowdown, algorithm)
+            fig = _figures(x, slowdown, algorithm, chunk_share)
             pred = np.array([step_s(p, float(t), gradient_bytes, fig)[0] for p, t in zip(placements, t_fit, strict=True)])
             return np.log(pred) - y
 
         algo_best: tuple[float, LinkFigures] | None = None
         for start in STARTS:
-            x0 = np.array([*start, 0.3, 0.3, 0.05])[:n_free]
+            x0 = np.clip(np.array([*start, 0.3, 0.3, 0.05])[:n_free], np.array(lo[:n_free]) + 1e-9,
+                         np.array(hi[:n_free]) - 1e-9)
             res = least_squares(resid, x0, bounds=(lo[:n_free], hi[:n_free]), x_scale=1.0, max_nfev=400)
             cost = float(np.sqrt(np.mean(res.fun ** 2)))
             if algo_best is None or cost < algo_best[0] - 1e-12:
-                algo_best = (cost, _figures(res.x, slowdown, algorithm))
+                algo_best = (cost, _figures(res.x, slowdown, algorithm, chunk_share))
             done += 1
             if progress is not None:
                 progress(done / total)

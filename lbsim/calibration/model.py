@@ -4,7 +4,7 @@ For a placement (``g_k`` GPUs on node ``k``), per-GPU batch ``b`` and gradient `
 
     t_k     = t(b) · node_compute_factor(g_k, s)          # lbsim.network.overlap
     t       = max_k t_k                                   # the barrier waits for the slowest node
-    c       = allreduce_s(S, g, intra, inter, algorithm)  # lbsim.network.collectives
+    c       = allreduce_s(S, g, intra, inter, algorithm, φ)  # lbsim.network.collectives
     step(b) = t + exposed_comm_s(c, t, overlap)
 
 with every node's intra link ``(B_intra, α_intra)`` and NIC ``(B_nic, α_nic)`` alike. These are
@@ -32,6 +32,7 @@ class LinkFigures:
     shared_node_slowdown: float
     overlap: OverlapParams
     algorithm: str
+    chunk_share: float = 0.0  # pipeline fill: chunk / call size (lbsim.network.collectives)
 
     def links(self, nodes: int) -> tuple[list[Link], list[Link]]:
         intra = Link(bytes_per_s(self.intra_bandwidth_gbps), self.intra_latency_s)
@@ -42,7 +43,8 @@ class LinkFigures:
 def comm_s(placement: Sequence[int], gradient_bytes: float, fig: LinkFigures) -> float:
     """One all-reduce of ``gradient_bytes`` over ``placement`` (GPUs per node)."""
     intra, inter = fig.links(len(placement))
-    return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm)  # type: ignore[arg-type]
+    return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm,  # type: ignore[arg-type]
+                       chunk_share=fig.chunk_share)
 
 
 def step_s(placement: Sequence[int], compute_s: float, gradient_bytes: float, fig: LinkFigures) -> tuple[float, float]:

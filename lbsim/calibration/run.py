@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from lbsim.calibration.fit import Calibration, calibrate_rows
+from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, Calibration, calibrate_rows, intra_bounds_for
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.scenario import default_instance, fit_data, row_scenario
 from lbsim.errors import InputError
@@ -88,6 +88,8 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str) 
         f"{f.algorithm} (fit rms log error per algorithm: "
         + ", ".join(f"{a} {v:.4f}" for a, v in cal.residuals.items()) + ").",
         f"# geomean |error| of the fitted model over the fit placements' multi-GPU rows: {cal.fit_error:.2%}.",
+        f"# intra-node link bounded by {inst_bounds_text(instance)}; pipeline chunk share {f.chunk_share:.4g} "
+        "(not fitted: NCCL/DDP default or --chunk-share).",
         "# Merge into a scenario; give each group its count and workers_per_node.",
     ]
     if not any(len(p) > 1 for p in cal.fit_placements):
@@ -96,6 +98,11 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str) 
         lines.append("# WARNING: no fit placement shares a node: the intra-node figures are not informed by the data.")
     body = yaml.safe_dump(fit_data(cal, instance, max_batch), sort_keys=False, default_flow_style=None, width=120)
     return "\n".join(lines) + "\n" + body
+
+
+def inst_bounds_text(instance: str) -> str:
+    b = intra_bounds_for(instance)
+    return f"{instance}: <= {b.max_gbps:g} Gbit/s, <= {b.max_latency_s:g} s per hop"
 
 
 def write_predictions(path: Path, preds: Sequence[Prediction]) -> None:
@@ -116,6 +123,7 @@ def write_predictions(path: Path, preds: Sequence[Prediction]) -> None:
 
 def calibrate_to(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int, out: Path,
                  simulate_mean_s: SimulateFn, *, instance: str | None = None, source: str = "",
+                 chunk_share: float = DEFAULT_CHUNK_SHARE,
                  progress: Callable[[float], None] | None = None) -> tuple[Calibration, list[Prediction]]:
     """Fit, write ``out/fit.yaml``, simulate every row, write ``out/predictions.csv``."""
     inst = check_instance(instance, rows)
@@ -123,7 +131,8 @@ def calibrate_to(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]],
     def part(lo: float, hi: float) -> Callable[[float], None] | None:
         return None if progress is None else (lambda f: progress(lo + (hi - lo) * f))
 
-    cal = calibrate_rows(rows, fit_placements, gradient_bytes, progress=part(0.0, 0.3))
+    cal = calibrate_rows(rows, fit_placements, gradient_bytes, intra_bounds=intra_bounds_for(inst),
+                         chunk_share=chunk_share, progress=part(0.0, 0.3))
     preds = predict(cal, rows, inst, simulate_mean_s, part(0.3, 1.0))
     out.mkdir(parents=True, exist_ok=True)
     max_batch = max(r.local_bsz for r in rows)

@@ -53,7 +53,8 @@ def fit_data(cal: Calibration, instance: str, max_batch: int) -> dict[str, Any]:
         "workload": {"gradient_bytes": int(cal.gradient_bytes),
                      "overlap": {"hide_share": _g(f.overlap.hide_share), "tail_share": _g(f.overlap.tail_share)}},
         "cluster": {"groups": [{"instance": instance, **group_figures(cal, max_batch)}]},
-        "network": {"name": "ring_allreduce", "alpha_s": _g(f.nic_latency_s), "algorithm": f.algorithm},
+        "network": {"name": "ring_allreduce", "alpha_s": _g(f.nic_latency_s), "algorithm": f.algorithm,
+                    "chunk_share": _g(f.chunk_share)},
     }
 
 

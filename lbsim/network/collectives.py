@@ -17,8 +17,8 @@ all-reduce is ``2(n−1)`` steps (reduce-scatter, then all-gather); in each step
 
     T_ring = 2(n−1) · max_h (α_h + S / (n B_h))
 
-over the hops the ring uses: the intra link of every node with ``g_k ≥ 2`` (its ``g_k − 1``
-inside hops) and, when ``N ≥ 2``, the NIC of every node (exactly one ring hop leaves each node,
+(+ fill, below) over the hops the ring uses: the intra link of every node with ``g_k ≥ 2`` (its
+``g_k − 1`` inside hops) and, when ``N ≥ 2``, the NIC of every node (exactly one ring hop leaves each node,
 so a NIC carries one hop's traffic). When every hop has the same latency α (one rank per node:
 only NICs) this is the classic α–β ring ``2(n−1)α + 2(n−1)/n · S / B_min``, and it is computed
 in that form, with those floating-point operations. One node: only intra hops.
@@ -33,17 +33,36 @@ in that form, with those floating-point operations. One node: only intra hops.
        AR_ring = 2(N−1)·α_inter_max + 2(N−1)/N · S / B_inter_min
 3. intra-node all-gather, the mirror of step 1 (``AG_k = RS_k``).
 
-Nodes run steps 1 and 3 in parallel and meet for step 2, so ``T_hier = 2·max_k RS_k + AR_ring``.
+Nodes run steps 1 and 3 in parallel and meet for step 2, so ``T_hier = 2·max_k RS_k + AR_ring`` (+ fill).
 With one rank per node ``RS_k = 0`` and ``T_hier = T_ring`` exactly; on one node ``AR = 0``.
 
-**Tree** (``algorithm="tree"``, NCCL's double binary tree across nodes): as hierarchical, with
-step 2 a pipelined reduce-then-broadcast over two binary trees of the N nodes: its latency grows
-with the tree depth and its bandwidth term does not grow with N::
+**Tree** (``algorithm="tree"``, NCCL's double binary tree across nodes, Jeaugey, "Massively
+scale your deep learning training with NCCL 2.4", NVIDIA blog 2019; Sanders et al., "Two-tree
+algorithms for full bandwidth broadcast, reduction and scan", Parallel Computing 2009): inside
+each node the ranks form a chain, across nodes two binary trees each carry half the data, and the
+whole structure is *one* pipeline: chunks flow up (reduce) and down (broadcast) through the chains
+and the trees at once. So the phases do not add: the time is the bottleneck link's bandwidth term
+plus the latency of the longest path (stated from the NCCL design as published; the search tool
+was not available to check the text)::
 
-    AR_tree = 2⌈log2 N⌉·α_inter_max + S / B_inter_min          (N ≥ 2; 0 on one node)
-    T_tree  = 2·max_k RS_k + AR_tree
+    d       = ⌈log2 N⌉                                  (tree depth across nodes; 0 on one node)
+    P       = the d+1 largest nodes (a root-to-leaf path of the tree; the largest: the worst case)
+    h       = Σ_{k∈P} (g_k − 1)                          (chain hops on that path)
+    B_bott  = min(min_k B_inter_k, min_{g_k≥2} B_intra_k)   (every chain link and NIC carries ~S)
+    T_tree  = S / B_bott + 2·(Σ_{k∈P} (g_k − 1)·α_intra_k + d·α_inter_max) + fill   (N ≥ 2)
 
-(on two nodes ``S / B`` is the ring's ``2(N−1)/N · S / B``).
+(on one node the tree is the flat ring: NCCL builds trees across nodes only.)
+
+**Pipeline fill** (every algorithm; ``chunk_share`` φ, default 0): NCCL streams a call's buffer
+through its ``D`` sequential stages in chunks (a fixed slice of the buffer, not ``S/n``), and with
+its bounded buffering every stage runs at the bottleneck's pace, so the last chunk leaves ``D − 1``
+chunk-times after the first: ``fill = (D − 1) · φ · S / B_bott`` with φ = chunk / call size (0 —
+infinitely fine pipelining, the classic formulas; 1 — store-and-forward: each stage waits for the
+whole message, so the phases add). ``D`` = ``2(n−1)`` ring steps (``ring``), ``2(g_max−1) + 2(N−1)``
+(``hierarchical``), ``2(h + d)`` (``tree``). φ is a property of the software stack (NCCL chunk and
+DDP bucket sizes, protocol), not of the hardware: ``lbsim calibrate`` does not fit it (small fit
+placements cannot tell it) but takes NCCL's 512 KiB step over DDP's 25 MiB bucket, 0.02
+(:data:`lbsim.calibration.fit.DEFAULT_CHUNK_SHARE`), or ``--chunk-share``.
 
 **NCCL** (``algorithm="nccl"``): NCCL's own choice between the two — the flat ring on one or two
 nodes (NCCL ≥ 2.4 uses no trees there), the tree on three or more. Measured sync tails (Pollux
@@ -114,15 +133,30 @@ def _hops(node_sizes: Sequence[int], intra: Sequence[Link], inter: Sequence[Link
     return hops
 
 
+def _check_share(chunk_share: float) -> None:
+    if not 0.0 <= chunk_share <= 1.0:
+        raise ValueError(f"pipeline chunk share must be in [0, 1], got {chunk_share!r}")
+
+
+def fill_s(stages: int, chunk_share: float, gradient_bytes: float, bottleneck_bytes_per_s: float) -> float:
+    """Pipeline fill ``(D − 1) · φ · S / B_bott`` (module docstring); exactly 0.0 when φ = 0."""
+    if chunk_share == 0.0 or stages <= 1:
+        return 0.0
+    return (stages - 1) * chunk_share * gradient_bytes / bottleneck_bytes_per_s
+
+
 def ring_allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link],
-                     inter: Sequence[Link]) -> float:
+                     inter: Sequence[Link], chunk_share: float = 0.0) -> float:
     """Flat ring over all ranks (module docstring, ``T_ring``)."""
     _check(node_sizes, intra, inter)
+    _check_share(chunk_share)
     n = sum(node_sizes)
     if n <= 1:
         return 0.0
     hops = _hops(node_sizes, intra, inter)
-    return ring_step_s(gradient_bytes, n, [h.bandwidth_bytes_per_s for h in hops], [h.latency_s for h in hops])
+    bws = [h.bandwidth_bytes_per_s for h in hops]
+    t = ring_step_s(gradient_bytes, n, bws, [h.latency_s for h in hops])
+    return t + fill_s(2 * (n - 1), chunk_share, gradient_bytes, min(bws))
 
 
 def _intra_rs_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link]) -> float:
@@ -134,36 +168,54 @@ def _intra_rs_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequenc
     return rs
 
 
-def tree_inter_s(gradient_bytes: float, nodes: int, bandwidth: float, latency: float) -> float:
-    """``AR_tree = 2⌈log2 N⌉ α + S / B`` across ``nodes`` nodes (0 for one node)."""
-    if nodes <= 1:
-        return 0.0
-    return 2 * math.ceil(math.log2(nodes)) * latency + gradient_bytes / bandwidth
+def tree_depth(nodes: int) -> int:
+    """``d = ⌈log2 N⌉``: edges on a root-to-leaf path of a binary tree over ``nodes`` nodes (0 for one)."""
+    return math.ceil(math.log2(nodes)) if nodes >= 2 else 0
+
+
+def tree_path(node_sizes: Sequence[int]) -> list[int]:
+    """Indices of the ``d + 1`` largest nodes (ties: the first), the path the tree's time is set by."""
+    order = sorted(range(len(node_sizes)), key=lambda k: (-node_sizes[k], k))
+    return order[:tree_depth(len(node_sizes)) + 1]
 
 
 def tree_allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link],
-                     inter: Sequence[Link]) -> float:
-    """Intra reduce-scatter, double binary tree across nodes, intra all-gather (``T_tree``)."""
+                     inter: Sequence[Link], chunk_share: float = 0.0) -> float:
+    """NCCL's pipelined tree: chains in the nodes, a double binary tree across them (``T_tree``)."""
     _check(node_sizes, intra, inter)
-    if sum(node_sizes) <= 1:
-        return 0.0
-    ar = tree_inter_s(gradient_bytes, len(node_sizes), min(h.bandwidth_bytes_per_s for h in inter),
-                      max(h.latency_s for h in inter))
-    return 2 * _intra_rs_s(gradient_bytes, node_sizes, intra) + ar
+    _check_share(chunk_share)
+    nodes = len(node_sizes)
+    if nodes <= 1:
+        return ring_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share)
+    d = tree_depth(nodes)
+    path = tree_path(node_sizes)
+    hops = sum(node_sizes[k] - 1 for k in path)
+    latency = sum((node_sizes[k] - 1) * intra[k].latency_s for k in path) + d * max(h.latency_s for h in inter)
+    bott = min(h.bandwidth_bytes_per_s for h in inter)
+    for g, link in zip(node_sizes, intra, strict=True):
+        if g >= 2:
+            bott = min(bott, link.bandwidth_bytes_per_s)
+    return gradient_bytes / bott + 2 * latency + fill_s(2 * (hops + d), chunk_share, gradient_bytes, bott)
 
 
 def hierarchical_allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link],
-                             inter: Sequence[Link]) -> float:
+                             inter: Sequence[Link], chunk_share: float = 0.0) -> float:
     """Intra reduce-scatter, ring all-reduce of the shards across nodes, intra all-gather (``T_hier``)."""
     _check(node_sizes, intra, inter)
+    _check_share(chunk_share)
     if sum(node_sizes) <= 1:
         return 0.0
     nodes = len(node_sizes)
     ar = 0.0
+    bott = math.inf
     if nodes >= 2:
-        ar = _ring_over(nodes, gradient_bytes, min(h.bandwidth_bytes_per_s for h in inter),
-                        max(h.latency_s for h in inter))
-    return 2 * _intra_rs_s(gradient_bytes, node_sizes, intra) + ar
+        bott = min(h.bandwidth_bytes_per_s for h in inter)
+        ar = _ring_over(nodes, gradient_bytes, bott, max(h.latency_s for h in inter))
+    for g, link in zip(node_sizes, intra, strict=True):
+        if g >= 2:
+            bott = min(bott, link.bandwidth_bytes_per_s)
+    stages = 2 * (max(node_sizes) - 1) + 2 * (nodes - 1)
+    return 2 * _intra_rs_s(gradient_bytes, node_sizes, intra) + ar + fill_s(stages, chunk_share, gradient_bytes, bott)
 
 
 def nccl_choice(nodes: int) -> Algorithm:
@@ -172,14 +224,14 @@ def nccl_choice(nodes: int) -> Algorithm:
 
 
 def allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link],
-                inter: Sequence[Link], *, algorithm: Algorithm = "ring") -> float:
+                inter: Sequence[Link], *, algorithm: Algorithm = "ring", chunk_share: float = 0.0) -> float:
     """Duration of one all-reduce of ``gradient_bytes`` over the topology (module docstring)."""
     if algorithm == "nccl":
         algorithm = nccl_choice(len(node_sizes))
     if algorithm == "ring":
-        return ring_allreduce_s(gradient_bytes, node_sizes, intra, inter)
+        return ring_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share)
     if algorithm == "hierarchical":
-        return hierarchical_allreduce_s(gradient_bytes, node_sizes, intra, inter)
+        return hierarchical_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share)
     if algorithm == "tree":
-        return tree_allreduce_s(gradient_bytes, node_sizes, intra, inter)
+        return tree_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share)
     raise ValueError(f"unknown all-reduce algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")

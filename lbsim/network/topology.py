@@ -30,8 +30,10 @@ from lbsim.network.collectives import (
     Link,
     _ring_over,
     bytes_per_s,
+    fill_s,
     nccl_choice,
-    tree_inter_s,
+    tree_depth,
+    tree_path,
 )
 
 if TYPE_CHECKING:
@@ -84,14 +86,19 @@ class Topology:
 class AllReducePlan:
     """All-reduce durations on one topology, vectorised over nodes (same result as ``allreduce_s``)."""
 
-    def __init__(self, topology: Topology, algorithm: Algorithm = "ring") -> None:
+    def __init__(self, topology: Topology, algorithm: Algorithm = "ring", chunk_share: float = 0.0) -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown all-reduce algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
+        if not 0.0 <= chunk_share <= 1.0:
+            raise ValueError(f"pipeline chunk share must be in [0, 1], got {chunk_share!r}")
         self.topology = topology
+        self.chunk_share = chunk_share
         sizes = np.array(topology.node_sizes, dtype=np.int64)
         self.n = int(sizes.sum())
         self.nodes = len(sizes)
         self.algorithm: Algorithm = nccl_choice(self.nodes) if algorithm == "nccl" else algorithm
+        if self.algorithm == "tree" and self.nodes <= 1:
+            self.algorithm = "ring"  # collectives.tree_allreduce_s: one node runs the flat ring
         self.one_per_node = bool((sizes == 1).all())
         self.starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.intp)
         self.nic_bw = np.array([x.bandwidth_bytes_per_s for x in topology.nic], dtype=np.float64)
@@ -108,6 +115,13 @@ class AllReducePlan:
         hop_lat = list(self.intra_lat) + ([x.latency_s for x in topology.nic] if self.nodes >= 2 else [])
         self.hop_lat = np.array(hop_lat, dtype=np.float64)
         self.uniform_lat = len(set(hop_lat)) == 1
+        # tree: the path of the d+1 largest nodes (collectives.tree_allreduce_s)
+        self.depth = tree_depth(self.nodes)
+        path = tree_path(topology.node_sizes)
+        self.path_hops = sum(topology.node_sizes[k] - 1 for k in path)
+        self.path_latency = (sum((topology.node_sizes[k] - 1) * topology.intra[k].latency_s for k in path)
+                             + self.depth * self.nic_lat)
+        self.max_size = int(sizes.max())
 
     def _node_factors(self, worker_factors: np.ndarray) -> np.ndarray:
         if self.one_per_node:
@@ -119,24 +133,30 @@ class AllReducePlan:
         if self.n <= 1:
             return 0.0
         nf = self._node_factors(np.asarray(worker_factors, dtype=np.float64))
+        phi = self.chunk_share
         if self.algorithm == "ring":
             bw = self.hop_bw / nf[self.hop_node]
             if self.uniform_lat:  # collectives.ring_step_s, classic form
-                return float(_ring_over(self.n, gradient_bytes, float(bw.min()), float(self.hop_lat[0])))
-            return float(2 * (self.n - 1) * float((self.hop_lat + gradient_bytes / self.n / bw).max()))
+                t = float(_ring_over(self.n, gradient_bytes, float(bw.min()), float(self.hop_lat[0])))
+            else:
+                t = float(2 * (self.n - 1) * float((self.hop_lat + gradient_bytes / self.n / bw).max()))
+            return t + fill_s(2 * (self.n - 1), phi, gradient_bytes, float(bw.min()))
+        intra_bw = self.intra_bw / nf[self.multi] if self.multi.size else np.empty(0)
+        nic_min = float((self.nic_bw / nf).min())
+        bott = min(nic_min, float(intra_bw.min())) if intra_bw.size else nic_min
+        if self.algorithm == "tree":
+            return (gradient_bytes / bott + 2 * self.path_latency
+                    + fill_s(2 * (self.path_hops + self.depth), phi, gradient_bytes, bott))
         rs = 0.0
-        if self.multi.size:
-            intra_bw = self.intra_bw / nf[self.multi]
-            for g, lat, b in zip(self.multi_sizes, self.intra_lat, intra_bw.tolist(), strict=True):
-                rs = max(rs, (g - 1) * lat + (g - 1) / g * gradient_bytes / b)
+        for g, lat, b in zip(self.multi_sizes, self.intra_lat, intra_bw.tolist(), strict=True):
+            rs = max(rs, (g - 1) * lat + (g - 1) / g * gradient_bytes / b)
         ar = 0.0
         if self.nodes >= 2:
-            nic_min = float((self.nic_bw / nf).min())
-            if self.algorithm == "tree":
-                ar = tree_inter_s(gradient_bytes, self.nodes, nic_min, self.nic_lat)
-            else:
-                ar = float(_ring_over(self.nodes, gradient_bytes, nic_min, self.nic_lat))
-        return 2 * rs + ar
+            ar = float(_ring_over(self.nodes, gradient_bytes, nic_min, self.nic_lat))
+        else:
+            bott = float(intra_bw.min())
+        stages = 2 * (self.max_size - 1) + 2 * (self.nodes - 1)
+        return 2 * rs + ar + fill_s(stages, phi, gradient_bytes, bott)
 
 
 def topology_of(workers: Sequence[WorkerSpec], *, nic_gbps: float | None = None,

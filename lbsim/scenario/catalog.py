@@ -33,7 +33,9 @@ measured synchronisation times show the rated figures are not reached (g4dn.12xl
 (default: none, i.e. all communication after compute).
 
 Any figure can be overridden inline in a scenario; (model, instance) pairs with no catalog entry
-make ``performance()`` return ``None`` and must be given explicitly.
+make ``performance()`` return ``None`` and must be given explicitly. ``intra_rated_gbps`` is the
+intra-node link's *rated* figure where ``intra_bandwidth_gbps`` is an effective one (g4dn.12xlarge:
+PCIe 3.0 x16); ``lbsim calibrate`` never fits an intra link faster than it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ class InstanceType:
     gpus_per_node: int = 1
     intra_bandwidth_gbps: float | None = None
     intra_latency_s: float | None = None
+    intra_rated_gbps: float | None = None  # the intra link's rated one-way figure (None: intra_bandwidth_gbps is)
     shared_node_slowdown: float = 0.0
     link_note: str = ""
 
@@ -106,6 +109,7 @@ _G4DN12_NIC_GBPS = round(440e6 * 8 / 0.76 / 1e9, 2)
 _G4DN12_PCIE_GBPS = round(2 * 3 / 4 * 440e6 * 8 / 0.093 / 1e9, 1)
 _LINK_G4DN12 = ("real-data.md §1.6 [D1] measured BERT sync tails on g4dn (effective NIC and PCIe "
                 "bandwidth); §3.1 [D18] rated 50 Gbit/s; 4x T4 per node §1.1 [D2]")
+_PCIE3_X16_GBPS = round(8 * 16 * 128 / 130, 1)  # PCIe 3.0 x16 one way: 126.0 Gbit/s
 _LAT_I = "inferred: per-hop latency 10 us inside a node (no source; NCCL PCIe/NVLink hops are a few us)"
 
 
@@ -149,7 +153,9 @@ _INSTANCES.append(InstanceType(
     f"{_G4DN12_PCIE_GBPS:g} Gbit/s over PCIe inside a node, from measured sync tails (§1.6); vcpus = 48 "
     f"per node ({_VCPU_I})",
     _LINK_G4DN12, gpus_per_node=4, intra_bandwidth_gbps=_G4DN12_PCIE_GBPS, intra_latency_s=1e-5,
-    link_note=_LAT_I))
+    intra_rated_gbps=_PCIE3_X16_GBPS,
+    link_note=_LAT_I + "; rated intra: T4 on PCIe 3.0 x16, 8 GT/s x 16 lanes x 128/130 = 126 Gbit/s one way "
+                       "(NVIDIA T4 datasheet: PCIe Gen3 x16; inferred, not in real-data.md)"))
 INSTANCES: Mapping[str, InstanceType] = MappingProxyType({i.name: i for i in _INSTANCES})
 
 _MODELS = [

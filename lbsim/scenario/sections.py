@@ -105,8 +105,11 @@ class RingAllReduceConfig:
                                                "slowest hop)", gt=0)
     algorithm: Literal["ring", "hierarchical", "tree", "nccl"] = param(
         "ring", "ring: one flat ring over all workers; hierarchical: intra-node reduce-scatter, ring across nodes, "
-                "intra-node all-gather; tree: the same with a double binary tree across nodes; nccl: ring on <= 2 "
-                "nodes, tree on more (lbsim/network/collectives.py)")
+                "intra-node all-gather; tree: NCCL's pipelined tree (chains in nodes, double binary tree across); "
+                "nccl: ring on <= 2 nodes, tree on more (lbsim/network/collectives.py)")
+    chunk_share: float = param(
+        0.0, "pipeline fill: NCCL's chunk as a share of one all-reduce call (0: perfect pipelining; "
+             "1: store-and-forward; NCCL 512 KiB / DDP 25 MiB bucket = 0.02)", ge=0, le=1)
 
 
 def network_configs() -> dict[str, type]:
