@@ -16,7 +16,8 @@ rank), run side by side in alternating order, ``REPEATS`` times per arm:
   its asynchronous collective): wall (``overhead_s``, inflated when the OS schedules other
   processes meanwhile) and this thread's CPU time (``overhead_cpu_s``), also per step.
 
-Both arms share one machine; on a loaded 2-core box the absolute figures move run to run, which is
+``python benchmarks/bench_ddp.py overhead --decide-every 4``: the same with one decision per 4
+steps. Both arms share one machine; on a loaded 2-core box the absolute figures move run to run, which is
 why arms alternate and the ratio is taken within each pair.
 """
 
@@ -60,11 +61,11 @@ def rate(lines: list[dict[str, Any]]) -> float:
     return sum(e["samples"] for e in rest) / sum(e["epoch_s"] for e in rest)
 
 
-def side_by_side(slow_rank: int, repeats: int = REPEATS) -> dict[str, Any]:
+def side_by_side(slow_rank: int, repeats: int = REPEATS, decide_every: int = 1) -> dict[str, Any]:
     runs: dict[str, list[list[dict[str, Any]]]] = {"ddp": [], "lbbsp": []}
     for i in range(repeats):
         for mode in (("ddp", "lbbsp") if i % 2 == 0 else ("lbbsp", "ddp")):
-            runs[mode].append(run_example(mode, slow_rank=slow_rank))
+            runs[mode].append(run_example(mode, slow_rank=slow_rank, extra=("--decide-every", str(decide_every))))
     ratios = [rate(b) / rate(a) for a, b in zip(runs["ddp"], runs["lbbsp"], strict=True)]
     info: dict[str, Any] = {"lbbsp_over_ddp_samples_per_s": round(statistics.median(ratios), 3),
                             "ratios": [round(r, 3) for r in ratios]}
@@ -96,7 +97,13 @@ def test_overhead(benchmark) -> None:  # type: ignore[no-untyped-def]
     print(json.dumps(info))
 
 
-if __name__ == "__main__":
-    which = sys.argv[1:] or ["contention", "overhead"]
-    for name in which:
-        print(name, json.dumps(side_by_side(2 if name == "contention" else -1)), flush=True)
+if __name__ == "__main__":  # python benchmarks/bench_ddp.py [contention] [overhead] [--decide-every M]
+    args = sys.argv[1:]
+    every = 1
+    if "--decide-every" in args:
+        i = args.index("--decide-every")
+        every = int(args[i + 1])
+        del args[i:i + 2]
+    for name in args or ["contention", "overhead"]:
+        print(name, f"decide_every={every}", json.dumps(side_by_side(2 if name == "contention" else -1, decide_every=every)),
+              flush=True)

@@ -61,6 +61,7 @@ def main() -> None:
     p.add_argument("--variant", default="cpu", help="LB-BSP variant: auto, cpu, gpu, gpu_model")
     p.add_argument("--predictor", default="ema", help="cpu variant's speed predictor: narx, ema, last")
     p.add_argument("--ema-alpha", type=float, default=0.5, help="ema predictor: weight of the newest speed")
+    p.add_argument("--decide-every", type=int, default=1, help="LB-BSP: steps per observation window and decision")
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slowdown", type=float, default=3.0)
     p.add_argument("--threads", type=int, default=1)
@@ -89,7 +90,7 @@ def main() -> None:
     lb = None
     if args.mode == "lbbsp":
         lb = LoadBalancer(args.global_batch, variant=args.variant, predictor=args.predictor, seed=args.seed,  # LB-BSP
-                          ema_alpha=args.ema_alpha, slowed=slowed)
+                          ema_alpha=args.ema_alpha, decide_every=args.decide_every, slowed=slowed)
         lb.attach(model)  # LB-BSP: g = sum_r (b_r / B) g_r
         sampler = lb.sampler(len(train), seed=args.seed)  # LB-BSP
         loader = DataLoader(train, batch_sampler=sampler)  # LB-BSP

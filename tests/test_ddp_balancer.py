@@ -45,27 +45,31 @@ def _rank(rank: int, port: int, out: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=3)
     torch.manual_seed(0)
-    model = DDP(Sleepy())
-    slowed = SlowedRank(constant_slowdown(3.0)) if rank == 2 else None
-    lb = LoadBalancer(B, variant="cpu", predictor="last", slowed=slowed)
-    lb.attach(model)
-    sampler = lb.sampler(N, seed=1)
     x = torch.randn(N, 4)
-    seen = []
-    for epoch in range(EPOCHS):
-        sampler.set_epoch(epoch)
-        idx_epoch = []
-        for idx in sampler:
-            idx_epoch.extend(idx)
-            model(x[idx]).sum().backward()
-        seen.append(idx_epoch)
-    lb.finish()
+    result: dict[str, object] = {}
+    for every in (1, 2):  # every step (LB-BSP), and one decision per window of 2 steps
+        slowed = SlowedRank(constant_slowdown(3.0)) if rank == 2 else None
+        lb = LoadBalancer(B, variant="cpu", predictor="last", slowed=slowed, decide_every=every)
+        model = DDP(Sleepy())
+        lb.attach(model)
+        sampler = lb.sampler(N, seed=1)
+        seen = []
+        for epoch in range(EPOCHS):
+            sampler.set_epoch(epoch)
+            idx_epoch = []
+            for idx in sampler:
+                idx_epoch.extend(idx)
+                model(x[idx]).sum().backward()
+            seen.append(idx_epoch)
+        lb.finish()
+        result[f"history{every}"] = lb.history
+        result[f"seen{every}"] = seen
     try:  # a global batch above the ranks' caps fails on every rank (none is left waiting)
         LoadBalancer(100, max_batch=30)
         refused = ""
     except ValueError as err:
         refused = str(err)
-    Path(f"{out}.{rank}").write_text(json.dumps({"history": lb.history, "seen": seen, "refused": refused}))
+    Path(f"{out}.{rank}").write_text(json.dumps({**result, "refused": refused}))
     dist.destroy_process_group()
 
 
@@ -79,18 +83,26 @@ def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, list]]:  #
     return [json.loads(Path(f"{out}.{r}").read_text()) for r in range(3)]
 
 
-def test_every_rank_uses_the_same_batches(ranks: list[dict[str, list]]) -> None:  # type: ignore[type-arg]
-    assert ranks[0]["history"] == ranks[1]["history"] == ranks[2]["history"]
-    assert all(sum(b) == B for b in ranks[0]["history"])
+@pytest.mark.parametrize("every", [1, 2])
+def test_every_rank_uses_the_same_batches(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
+    h = f"history{every}"
+    assert ranks[0][h] == ranks[1][h] == ranks[2][h]
+    assert all(sum(b) == B for b in ranks[0][h])
 
 
-def test_each_epoch_sees_every_sample_once(ranks: list[dict[str, list]]) -> None:  # type: ignore[type-arg]
+@pytest.mark.parametrize("every", [1, 2])
+def test_each_epoch_sees_every_sample_once(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
     for epoch in range(EPOCHS):
-        assert sorted(i for r in ranks for i in r["seen"][epoch]) == list(range(N))
+        assert sorted(i for r in ranks for i in r[f"seen{every}"][epoch]) == list(range(N))
 
 
-def test_split_converges_to_the_closed_form(ranks: list[dict[str, list]]) -> None:  # type: ignore[type-arg]
-    late = ranks[0]["history"][-12:]  # the last two epochs
+@pytest.mark.parametrize("every", [1, 2])
+def test_split_converges_to_the_closed_form(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
+    history = ranks[0][f"history{every}"]
+    if every == 2:  # decisions are applied at gathering steps only (the 2nd, 4th, ... call): steps 1-2, 3-4, ... agree
+        assert all(history[k] == history[k + 1] for k in range(1, len(history) - 1, 2))
+        assert len({tuple(b) for b in history}) > 1  # and it does re-size
+    late = history[-12:]  # the last two epochs
     for r, want in enumerate((18, 18, 6)):  # the split on average, each step within 2 (the box's noise)
         assert abs(sum(b[r] for b in late) / len(late) - want) <= 1.0, late
         assert all(abs(b[r] - want) <= 2 for b in late), late

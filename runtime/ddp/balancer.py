@@ -58,18 +58,23 @@ class LoadBalancer:
     uncapped). ``samples_per_s``: this rank's nominal speed (the first step's split and the fits'
     prior; None: all equal). ``options``: any other :class:`~lbsim.schemes.lbbsp.LBBSPConfig`
     field (``min_batch``, ``ema_alpha``, ``narx_*``, ``window``, ...). ``slowed``: an emulated
-    slowdown for this rank (benchmarks and tests; :mod:`runtime.ddp.inject`).
+    slowdown for this rank (benchmarks and tests; :mod:`runtime.ddp.inject`). ``decide_every``:
+    steps per observation window (1: every step, as LB-BSP; m > 1: one collective and one decision
+    every m steps, from the window's mean compute time — the overhead divided by m).
     """
 
     def __init__(self, global_batch: int, *, variant: str = "auto", predictor: str = "narx", seed: int = 0,
                  max_batch: int | None = None, samples_per_s: float | None = None, group: Any = None,
-                 device: torch.device | None = None, slowed: SlowedRank | None = None, **options: Any) -> None:
+                 device: torch.device | None = None, slowed: SlowedRank | None = None, decide_every: int = 1,
+                 **options: Any) -> None:
         if predictor == "oracle":
             raise ValueError("predictor 'oracle' needs the future and exists only in the simulator; "
                              "valid here: narx, ema, last")
         if predictor not in PREDICTORS or variant not in VARIANTS:
             raise ValueError(f"variant {variant!r} / predictor {predictor!r}: valid variants {', '.join(VARIANTS)}; "
                              f"predictors {', '.join(PREDICTORS)}")
+        if decide_every < 1:
+            raise ValueError(f"decide_every must be >= 1, got {decide_every}")
         if not dist.is_initialized():
             raise RuntimeError("LoadBalancer needs torch.distributed to be initialised (init_process_group) first")
         self.group = group
@@ -110,6 +115,10 @@ class LoadBalancer:
         self._pre_s = 0.0  # this rank's time in next_batches before the current step (counted as its work)
         self._read_at = -1e9
         self._last_readings = (1.0, 1.0)
+        self.decide_every = decide_every
+        self.batches_run = self.batches  # the batches of the current observation window
+        self._calls = 0
+        self._window = [0.0, 0.0, 0.0]  # steps observed, their compute time, a shortened step among them
         self._inflight: tuple[Any, torch.Tensor] | None = None  # in flight: all_gather of the last observation
         self._decision: tuple[int, ...] | None = None  # rank 0: decided, not yet sent
 
@@ -133,15 +142,29 @@ class LoadBalancer:
     def next_batches(self) -> tuple[int, ...]:
         """Every rank's batch for the next step (collective: call on every rank, once per step).
 
-        One asynchronous ``all_gather`` per step and no wait inside a step: the call at the start of
-        step k launches the gather of step k-1's observations (rank 0's row also carries its latest
-        decision); the call at step k+1 finds it done, and rank 0 decides from it; that decision
-        rides the next gather and is applied at step k+2 on every rank (a lag of two steps). The
+        One asynchronous ``all_gather`` per window of ``decide_every`` steps (below, m = 1) and no
+        wait inside a step: the call at the start of step k launches the gather of step k-1's
+        observations (rank 0's row also carries its latest decision); the call at step k+1 finds it
+        done, and rank 0 decides from it; that decision rides the next gather and is applied at step
+        k+2 on every rank (a lag of two steps; of two windows for m > 1). The
         scheme always learns from the batch a rank really ran, so only the ``gpu`` variant's step
         rule (which attributes a measurement to its latest decision) is affected by the lag.
         """
         t, cpu0 = time.perf_counter(), time.thread_time()
         n = self.world
+        if self.step_batches is not None:  # the step just finished joins this window's observation
+            if self._observable:
+                self._window[0] += 1.0
+                self._window[1] += self.clock.elapsed_s() + self._pre_s  # its share of the bookkeeping included
+            else:
+                self._window[2] = 1.0  # an epoch's shortened last step: the window teaches nothing
+            self.step_batches = None
+        self._calls += 1
+        if self._calls % self.decide_every:  # not a gathering step
+            self._pre_s = time.perf_counter() - t
+            self.overhead_s += self._pre_s
+            self.overhead_cpu_s += time.thread_time() - cpu0
+            return self.batches
         if self._inflight is not None:
             work, out = self._inflight
             work.wait()
@@ -149,16 +172,17 @@ class LoadBalancer:
             table = out.view(n, 4 + n).tolist()
             if table[0][4] > 0:  # rank 0's decision from the gather before
                 self.batches = tuple(int(v) for v in table[0][4:])
-            if all(row[0] > 0 for row in table):  # a step that ran decided batches: something to learn
+            if all(row[0] > 0 for row in table):  # a window that ran decided batches: something to learn
                 self._decide(table)
         row = [0.0] * (4 + n)
-        if self.step_batches is not None and self._observable:
-            # the step's own work, its share of the bookkeeping before it included
-            row[:4] = [float(self.step_batches[self.rank]), self.clock.elapsed_s() + self._pre_s, *self._readings()]
+        steps, busy_s, spoilt = self._window
+        if steps > 0 and not spoilt:  # one step's batch and mean compute time over the window (same batches)
+            row[:4] = [float(self.batches_run[self.rank]), busy_s / steps, *self._readings()]
+        self._window = [0.0, 0.0, 0.0]
+        self.batches_run = self.batches
         if self._decision is not None:
             row[4:] = [float(v) for v in self._decision]
             self._decision = None
-        self.step_batches = None  # observed
         mine = torch.tensor(row, dtype=torch.float64, device=self.comm_device)
         out = torch.empty(n * (4 + n), dtype=torch.float64, device=self.comm_device)  # flat: what gloo accepts
         self._inflight = (dist.all_gather_into_tensor(out, mine, group=self.group, async_op=True), out)
