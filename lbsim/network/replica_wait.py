@@ -29,8 +29,10 @@ thing, and its mean over many rounds converges to it (``tests/test_replica_wait.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -58,24 +60,29 @@ class MaxDistribution:
 
 def max_distribution(factors: Sequence[float], cv: float) -> MaxDistribution:
     """``M / t = max_w factors[w] · X_w`` for lognormal ``X_w`` of mean 1 and CV ``cv`` > 0."""
-    from scipy.special import ndtr  # the standard normal CDF, vectorised
-
     if cv <= 0:
         raise ValueError(f"cv must be > 0 (cv = 0 has no distribution: M = max factor), got {cv}")
-    a = np.asarray(factors, dtype=np.float64)
+    return _max_distribution(tuple(sorted(Counter(float(a) for a in factors).items())), float(cv))
+
+
+@lru_cache(maxsize=512)  # a fit asks for the same (factors, cv) many times (finite differences)
+def _max_distribution(groups: tuple[tuple[float, int], ...], cv: float) -> MaxDistribution:
+    from scipy.special import ndtr  # the standard normal CDF, vectorised
+
     s2 = math.log1p(cv * cv)
     sd = math.sqrt(s2)
-    top = float(a.max())
+    top = max(v for v, _ in groups)
     log_u = math.log(top) - s2 / 2 + sd * np.linspace(-Z_SPAN, Z_SPAN, GRID)
     u = np.exp(log_u)
-    values, counts = np.unique(a, return_counts=True)
     log_cdf = np.zeros(GRID)
-    for v, k in zip(values.tolist(), counts.tolist(), strict=True):
+    for v, k in groups:
         log_cdf += k * np.log(np.maximum(ndtr((log_u - math.log(v) + s2 / 2) / sd), 1e-300))
     cdf = np.exp(log_cdf)
     du = np.diff(u)
     cum = np.concatenate(([0.0], np.cumsum(du * (cdf[1:] + cdf[:-1]) / 2)))
     mean = float(u[0] + np.sum(du * ((1 - cdf[1:]) + (1 - cdf[:-1])) / 2))
+    for arr in (u, cdf, cum):
+        arr.flags.writeable = False  # shared through the cache
     return MaxDistribution(u, cdf, cum, mean)
 
 
