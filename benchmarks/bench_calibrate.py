@@ -3,7 +3,9 @@
 Run: ``python -m pytest benchmarks/bench_calibrate.py --benchmark-only --benchmark-columns=min,median,rounds``.
 Three parts side by side, so the figures read as ratios: the whole command (fit + one simulation
 per distinct (placement, batch) row + writing), the fit alone, and the simulations alone. The
-cifar10 file has 1,183 rows (1,183 simulations); docs/validation.md has the figures.
+cifar10 file has 1,183 rows (1,183 simulations); docs/validation.md has the figures. The last
+one is the whole command with the compute noise fitted (``--jitter-cv fit``: 200 iterations per
+simulation instead of 3), beside the default.
 """
 
 from __future__ import annotations
@@ -48,3 +50,9 @@ def test_simulations_only(benchmark) -> None:
         predict(cal, rows, "g4dn.12xlarge", lambda d: float(simulate(scenario_from_data(d)).summary["mean_iteration_s"]))
 
     benchmark.pedantic(run, rounds=2, iterations=1)
+
+
+def test_calibrate_command_noise_fitted(benchmark, tmp_path: Path) -> None:
+    argv = ["calibrate", str(CSV), "--fit-placements", "2,4,11,22,1111", "--gradient-bytes", str(GRADIENT_BYTES),
+            "--out", str(tmp_path / "out"), "-q", "--jitter-cv", "fit"]
+    assert benchmark.pedantic(main, args=(argv,), rounds=1, iterations=1) == 0

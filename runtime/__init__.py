@@ -16,7 +16,8 @@ writes the simulator's records. Which loop runs a scheme follows from its driver
 * :mod:`runtime.dist` — process group, collectives with rank-naming errors, the failure hook;
 * :mod:`runtime.profile` — ``lbsim profile``: calibration as scenario overrides;
 * :mod:`runtime.validate`, :mod:`runtime.commands` — ``lbsim validate`` and the CLI commands;
-* :mod:`runtime.config` — options and the checks that a scenario can run.
+* :mod:`runtime.config` — options and the checks that a scenario can run;
+* :mod:`runtime.ddp` — LB-BSP as a library for ordinary DDP scripts under ``torchrun`` (docs/library.md).
 
 Never imports ``simulator`` or ``simpy``; torch is imported only where a rank needs it.
 """

@@ -67,6 +67,7 @@ from lbsim.rng import stream
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.workers import select_workers
 from lbsim.schemes.base import local_counts as local_counts  # the rule lives in lbsim; runtime.loop imports it here
+from runtime.ddp.hook import weighted_gradient
 from runtime.dist import CollectiveError, Comm
 from runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 
@@ -209,7 +210,7 @@ class GradientExchange:
         """``(aggregated gradient, rank 0's tail)``, identical on every rank."""
         d = self.d
         if self.rule == "mean":
-            flat = torch.cat([g * (x_r / total), tail.to(g.dtype)])
+            flat = torch.cat([weighted_gradient(g, x_r, total), tail.to(g.dtype)])  # the DDP hook's weighting
             self.comm.all_reduce(flat, "all_reduce of the gradients", k)
             return flat[:d], flat[d:]
         c, n = self.chunk, self.n

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from lbsim.calibration.fit import CV_MAX
 from lbsim.calibration.measured import parse_placement, placement_label, read_measurements
 from lbsim.calibration.run import Prediction, calibrate_to
 from lbsim.errors import InputError
@@ -32,6 +33,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--chunk-share", type=float, default=None, metavar="PHI",
                     help="pipeline fill: the collective's chunk as a share of one call (default: NCCL's 512 KiB "
                          "step / DDP's 25 MiB bucket = 0.02; not fitted)")
+    sp.add_argument("--jitter-cv", default=None, metavar="CV|fit",
+                    help="per-iteration compute noise (CV) of every GPU, which makes a step wait for the slowest "
+                         "replica: a value >= 0, or `fit` to fit it from the fit placements (default 0: none)")
     sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
 
@@ -40,6 +44,21 @@ def parse_fit_placements(text: str) -> tuple[tuple[int, ...], ...]:
     if not items:
         raise InputError("--fit-placements", "give at least one placement, e.g. 2,4,11,22,1111")
     return tuple(parse_placement(s, "--fit-placements") for s in items)
+
+
+def parse_jitter_cv(text: str | None) -> float | None:
+    """``--jitter-cv``: None (fit) for ``fit``, else a CV >= 0 (default 0)."""
+    if text is None:
+        return 0.0
+    if text.strip() == "fit":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 <= value <= CV_MAX:
+        raise InputError("--jitter-cv", f"must be `fit` or a number in [0, {CV_MAX:g}], got {text!r}")
+    return value
 
 
 def geomean_abs(errors: Sequence[float]) -> float:
@@ -56,6 +75,7 @@ def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:
         raise InputError("--gpus-per-node", f"must be >= 1, got {args.gpus_per_node}")
     if args.chunk_share is not None and not 0.0 <= args.chunk_share <= 1.0:
         raise InputError("--chunk-share", f"must be in [0, 1], got {args.chunk_share}")
+    jitter_cv = parse_jitter_cv(args.jitter_cv)
     fit = parse_fit_placements(args.fit_placements)
     out = Path(args.out)
     for p in (out, *out.parents):
@@ -71,6 +91,7 @@ def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:
     with LazyProgress("calibrate") as bar:
         cal, preds = calibrate_to(rows, fit, args.gradient_bytes, out, simulate_mean_s, instance=args.instance,
                                   source=Path(args.measured).name, progress=bar.update,
+                                  jitter_cv=jitter_cv,
                                   **({} if args.chunk_share is None else {"chunk_share": args.chunk_share}))
     if not args.quiet:
         print_summary(cal, preds, out)

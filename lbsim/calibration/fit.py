@@ -32,6 +32,19 @@
    remembered; not re-checked here); ``lbsim calibrate --chunk-share`` overrides it for another
    stack.
 
+5. **Compute noise** ``jitter_cv`` c (opt-in: ``jitter_cv=None`` / ``lbsim calibrate --jitter-cv fit``;
+   default 0, or a given value): a synchronous step waits for the slowest of its n replicas, and
+   with per-iteration compute noise the mean of that maximum grows with n
+   (:mod:`lbsim.network.replica_wait`: ``E[max of n lognormals]``, with the overlap applied to the
+   slowest one's compute as the engines do, exactly). Fitted, c is one more free figure of step 3
+   (bounded [0, :data:`CV_MAX`]) and goes to ``fit.yaml`` as the groups' ``jitter_cv``, so the
+   engine simulates the wait. It is **not fitted by default**: on the Pollux files it helped cifar10
+   and yolov3 on every fit subset, but on ncf (overhead-bound, ms steps) the fit profile is flat in
+   c and c ran to its bound, making ncf worse on one robustness subset (``docs/validation.md``).
+   The shared-node slowdown of step 2 stays the estimator from ``step − sync``: ``sync_time``
+   holds the wait for slower replicas, so ``step − sync`` is the GPU's own mean compute, which is
+   what ``s`` is — the wait goes to c, not to ``s``.
+
 Nothing else is assumed about the hardware: no GPU count per node, no GPU type, no network.
 Rows of other placements are never read by the fit (``tests/test_calibration.py`` perturbs them).
 """
@@ -45,7 +58,7 @@ import numpy as np
 
 from lbsim.calibration.compute import ComputeCurve, fit_compute_curve
 from lbsim.calibration.measured import Row, placement_label
-from lbsim.calibration.model import LinkFigures, step_s
+from lbsim.calibration.model import LinkFigures, steps_s
 from lbsim.errors import InputError
 from lbsim.network.collectives import ALGORITHMS
 from lbsim.network.overlap import OverlapParams
@@ -63,6 +76,9 @@ PREFER_WITHIN = 0.02  # an algorithm listed earlier is kept if its residual is w
 DEFAULT_CHUNK_SHARE = (4 * 2**20 / 8) / (25 * 2**20)
 # an NCCL hop inside a node costs microseconds per call; a gradient is ~S / 25 MiB calls
 INTRA_LATENCY_MAX_S = 3e-4
+# the replicas' compute noise (CV of a lognormal per-iteration factor): bounds and start of the fit
+CV_MAX = 0.5
+CV_START = 0.02
 
 
 @dataclass(frozen=True)
@@ -133,20 +149,36 @@ def slowdown_from_sync(rows: Sequence[Row], curve: ComputeCurve) -> float | None
     return float(_golden(lambda s: float(np.sum(np.log(local / (t * (1.0 + s * extra))) ** 2)), 0.0, 1.0))
 
 
-def _figures(x: np.ndarray, slowdown: float | None, algorithm: str, chunk_share: float) -> LinkFigures:
-    s = float(x[6]) if slowdown is None else slowdown
+def _figures(x: np.ndarray, slowdown: float | None, algorithm: str, chunk_share: float,
+             jitter_cv: float | None) -> LinkFigures:
+    i = 6
+    cv = jitter_cv
+    if cv is None:
+        cv, i = float(x[i]), i + 1
+    s = float(x[i]) if slowdown is None else slowdown
     return LinkFigures(
         intra_bandwidth_gbps=float(10 ** x[0]), intra_latency_s=float(10 ** x[1]),
         nic_bandwidth_gbps=float(10 ** x[2]), nic_latency_s=float(10 ** x[3]),
         shared_node_slowdown=s, overlap=OverlapParams(float(x[4]), float(x[5])), algorithm=algorithm,
-        chunk_share=chunk_share,
+        chunk_share=chunk_share, jitter_cv=cv,
     )
 
 
+def _predict(placements: Sequence[tuple[int, ...]], t: np.ndarray, figures: LinkFigures,
+             gradient_bytes: float) -> np.ndarray:
+    out = np.empty(len(placements))
+    idx: dict[tuple[int, ...], list[int]] = {}
+    for i, p in enumerate(placements):
+        idx.setdefault(p, []).append(i)
+    for p, ii in idx.items():
+        out[ii] = steps_s(p, t[ii], gradient_bytes, figures)
+    return out
+
+
 def predict_rows(rows: Sequence[Row], curve: ComputeCurve, figures: LinkFigures, gradient_bytes: float) -> np.ndarray:
-    """The model's step time (s) for every row (numpy; the CLI confirms with simulations)."""
+    """The model's (mean) step time (s) for every row (numpy; the CLI confirms with simulations)."""
     t = curve(np.array([r.local_bsz for r in rows], dtype=np.float64))
-    return np.array([step_s(r.placement, float(ti), gradient_bytes, figures)[0] for r, ti in zip(rows, t, strict=True)])
+    return _predict([r.placement for r in rows], t, figures, gradient_bytes)
 
 
 def calibrate_rows(
@@ -157,9 +189,13 @@ def calibrate_rows(
     algorithms: Sequence[str] = FIT_ORDER,
     intra_bounds: IntraBounds | None = None,
     chunk_share: float = DEFAULT_CHUNK_SHARE,
+    jitter_cv: float | None = 0.0,
     progress: Callable[[float], None] | None = None,
 ) -> Calibration:
-    """Fit t(b), then the links, overlap and collective from the fit placements' rows only."""
+    """Fit t(b), then the links, overlap and collective from the fit placements' rows only.
+
+    ``jitter_cv``: the replicas' compute noise — a fixed value (default 0: none), or None to fit it.
+    """
     from scipy.optimize import least_squares  # bounded trust-region least squares
 
     single = [(r.local_bsz, r.step_time_s) for r in rows if r.placement == (1,)]
@@ -184,9 +220,13 @@ def calibrate_rows(
     placements = [r.placement for r in fit_rows]
 
     ib = intra_bounds or IntraBounds()
-    lo = [GBPS_BOUNDS[0], LATENCY_BOUNDS[0], GBPS_BOUNDS[0], LATENCY_BOUNDS[0], 0.0, 0.0, 0.0]
-    hi = [ib.log10_max_gbps, ib.log10_max_latency_s, GBPS_BOUNDS[1], LATENCY_BOUNDS[1], 1.0, 1.0, 1.0]
-    n_free = 7 if slowdown is None else 6
+    lo = [GBPS_BOUNDS[0], LATENCY_BOUNDS[0], GBPS_BOUNDS[0], LATENCY_BOUNDS[0], 0.0, 0.0]
+    hi = [ib.log10_max_gbps, ib.log10_max_latency_s, GBPS_BOUNDS[1], LATENCY_BOUNDS[1], 1.0, 1.0]
+    x_extra = [0.3, 0.3]
+    if jitter_cv is None:  # the replicas' compute noise (module docstring, step 5)
+        lo, hi, x_extra = [*lo, 0.0], [*hi, CV_MAX], [*x_extra, CV_START]
+    if slowdown is None:
+        lo, hi, x_extra = [*lo, 0.0], [*hi, 1.0], [*x_extra, 0.05]
 
     fitted: dict[str, LinkFigures] = {}
     residuals: dict[str, float] = {}
@@ -194,18 +234,16 @@ def calibrate_rows(
     done = 0
     for algorithm in algorithms:
         def resid(x: np.ndarray, algorithm: str = algorithm) -> np.ndarray:
-            fig = _figures(x, slowdown, algorithm, chunk_share)
-            pred = np.array([step_s(p, float(t), gradient_bytes, fig)[0] for p, t in zip(placements, t_fit, strict=True)])
-            return np.log(pred) - y
+            fig = _figures(x, slowdown, algorithm, chunk_share, jitter_cv)
+            return np.log(_predict(placements, t_fit, fig, gradient_bytes)) - y
 
         algo_best: tuple[float, LinkFigures] | None = None
         for start in STARTS:
-            x0 = np.clip(np.array([*start, 0.3, 0.3, 0.05])[:n_free], np.array(lo[:n_free]) + 1e-9,
-                         np.array(hi[:n_free]) - 1e-9)
-            res = least_squares(resid, x0, bounds=(lo[:n_free], hi[:n_free]), x_scale=1.0, max_nfev=400)
+            x0 = np.clip(np.array([*start, *x_extra]), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
+            res = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, max_nfev=400)
             cost = float(np.sqrt(np.mean(res.fun ** 2)))
             if algo_best is None or cost < algo_best[0] - 1e-12:
-                algo_best = (cost, _figures(res.x, slowdown, algorithm, chunk_share))
+                algo_best = (cost, _figures(res.x, slowdown, algorithm, chunk_share, jitter_cv))
             done += 1
             if progress is not None:
                 progress(done / total)

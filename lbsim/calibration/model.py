@@ -7,6 +7,10 @@ For a placement (``g_k`` GPUs on node ``k``), per-GPU batch ``b`` and gradient `
     c       = allreduce_s(S, g, intra, inter, algorithm, φ)  # lbsim.network.collectives
     step(b) = t + exposed_comm_s(c, t, overlap)
 
+and, with compute noise ``jitter_cv`` > 0 (every worker's compute lognormal around its mean, as the
+engines draw it), the **mean** step: the barrier waits for the slowest of the replicas, and the
+all-reduce hides under that one's backward (:mod:`lbsim.network.replica_wait`, exact expectation).
+
 with every node's intra link ``(B_intra, α_intra)`` and NIC ``(B_nic, α_nic)`` alike. These are
 the engines' own formulas (the same functions), so the figures fitted here reproduce in
 ``lbsim run``; ``lbsim calibrate`` confirms each prediction with a simulation.
@@ -17,8 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from lbsim.network.collectives import Link, allreduce_s, bytes_per_s
 from lbsim.network.overlap import OverlapParams, exposed_comm_s, node_compute_factor
+from lbsim.network.replica_wait import MaxDistribution, expected_step_s, max_distribution
 
 
 @dataclass(frozen=True)
@@ -33,6 +40,7 @@ class LinkFigures:
     overlap: OverlapParams
     algorithm: str
     chunk_share: float = 0.0  # pipeline fill: chunk / call size (lbsim.network.collectives)
+    jitter_cv: float = 0.0  # per-iteration compute noise (CV of a lognormal factor): the replicas' wait
 
     def links(self, nodes: int) -> tuple[list[Link], list[Link]]:
         intra = Link(bytes_per_s(self.intra_bandwidth_gbps), self.intra_latency_s)
@@ -47,10 +55,36 @@ def comm_s(placement: Sequence[int], gradient_bytes: float, fig: LinkFigures) ->
                        chunk_share=fig.chunk_share)
 
 
+def wait_distribution(placement: Sequence[int], fig: LinkFigures) -> MaxDistribution | None:
+    """The distribution of the slowest replica's compute over t(b) (None without noise)."""
+    if fig.jitter_cv <= 0:
+        return None
+    factors = [node_compute_factor(g, fig.shared_node_slowdown) for g in placement for _ in range(g)]
+    return max_distribution(factors, fig.jitter_cv)
+
+
+def steps_s(placement: Sequence[int], compute_s: np.ndarray, gradient_bytes: float, fig: LinkFigures,
+            dist: MaxDistribution | None = None) -> np.ndarray:
+    """Mean step (s) of ``placement`` for each ``compute_s`` = t(b) on one GPU alone (``dist``: precomputed)."""
+    top = node_compute_factor(max(placement), fig.shared_node_slowdown)
+    t = np.asarray(compute_s, dtype=np.float64)
+    if dist is None:
+        dist = wait_distribution(placement, fig)
+    c = comm_s(placement, gradient_bytes, fig) if sum(placement) > 1 else 0.0
+    return expected_step_s(t, np.full(t.shape, c), dist, top, fig.overlap)
+
+
 def step_s(placement: Sequence[int], compute_s: float, gradient_bytes: float, fig: LinkFigures) -> tuple[float, float]:
-    """``(step, exposed)`` seconds for one synchronous iteration; ``compute_s`` = t(b) on one GPU alone."""
+    """``(step, sync)`` seconds for one synchronous iteration; ``compute_s`` = t(b) on one GPU alone.
+
+    ``sync`` = step − the mean compute of a GPU on the fullest node: the non-overlapped all-reduce
+    plus, with noise, the mean wait for slower replicas (what a measured ``sync_time`` holds).
+    """
     t = compute_s * node_compute_factor(max(placement), fig.shared_node_slowdown)
-    if sum(placement) <= 1:
+    if sum(placement) <= 1 and fig.jitter_cv <= 0:
         return t, 0.0
-    exposed = exposed_comm_s(comm_s(placement, gradient_bytes, fig), t, fig.overlap)
-    return t + exposed, exposed
+    if fig.jitter_cv <= 0:
+        exposed = exposed_comm_s(comm_s(placement, gradient_bytes, fig), t, fig.overlap)
+        return t + exposed, exposed
+    step = float(steps_s(placement, np.array([compute_s]), gradient_bytes, fig)[0])
+    return step, step - t

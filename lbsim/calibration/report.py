@@ -78,14 +78,14 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
     return pred / np.array([r.step_time_s for r in rows]) - 1.0
 
 
-def run_model(model: str, data_dir: Path, out: Path) -> ModelResult:
+def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = "0") -> ModelResult:
     from lbsim.cli import main
 
     gradient_bytes, _ = MODELS[model]
     src = data_dir / f"{model}_placements.csv"
     dest = out / model
     code = main(["calibrate", str(src), "--fit-placements", FIT_PLACEMENTS, "--gradient-bytes", str(gradient_bytes),
-                 "--out", str(dest), "-q"])
+                 "--out", str(dest), "--jitter-cv", jitter_cv, "-q"])
     if code != 0:
         raise SystemExit(code)
     with (dest / "predictions.csv").open(newline="", encoding="utf-8") as fh:
@@ -124,7 +124,8 @@ def held_out_summary(subset: str, model: str, rows: Sequence[Row], err: np.ndarr
                         sum(v > 0.15 for v in per.values()), len(per), algorithm)
 
 
-def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS) -> list[SubsetResult]:
+def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS,
+               jitter_cv: float | None = 0.0) -> list[SubsetResult]:
     """``lbsim calibrate``'s fit on each subset; held-out errors of the fitted model (module docstring, step 4)."""
     gradient_bytes, _ = MODELS[model]
     rows = read_measurements(data_dir / f"{model}_placements.csv")
@@ -133,7 +134,7 @@ def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS)
     out = []
     for subset in subsets:
         fit = [parse_placement(p, "--fit-placements") for p in subset.split(",")]
-        cal = calibrate_rows(rows, fit, gradient_bytes, intra_bounds=bounds)
+        cal = calibrate_rows(rows, fit, gradient_bytes, intra_bounds=bounds, jitter_cv=jitter_cv)
         err = predict_rows(rows, cal.curve, cal.figures, gradient_bytes) / measured - 1.0
         out.append(held_out_summary(subset, model, rows, err, cal.figures.algorithm))
     return out
@@ -220,14 +221,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default="runs/validation", help="where each model's calibrate output goes")
     ap.add_argument("--doc", default="docs/validation.md", help="document whose generated part is replaced")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
+    ap.add_argument("--jitter-cv", default="0", help="lbsim calibrate --jitter-cv (`fit`: fit the compute noise)")
     args = ap.parse_args(argv)
     data = Path(args.data)
     if not data.is_dir():
         print(f"lbsim: error: --data: {data} is not a folder", file=sys.stderr)
         return 2
     models = args.models.split(",")
-    results = [run_model(m, data, Path(args.out)) for m in models]
-    robust = sorted((r for m in models for r in robustness(m, data)), key=lambda r: ALT_SUBSETS.index(r.subset))
+    results = [run_model(m, data, Path(args.out), args.jitter_cv) for m in models]
+    cv = None if args.jitter_cv == "fit" else float(args.jitter_cv)
+    robust = sorted((r for m in models for r in robustness(m, data, jitter_cv=cv)),
+                    key=lambda r: ALT_SUBSETS.index(r.subset))
     doc = Path(args.doc)
     head = doc.read_text(encoding="utf-8").split(MARK)[0] if doc.exists() else "# Validation\n\n"
     doc.write_text(head + render(results, robust) + "\n", encoding="utf-8")

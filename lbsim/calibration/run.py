@@ -92,6 +92,9 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str) 
         "(not fitted: NCCL/DDP default or --chunk-share).",
         "# Merge into a scenario; give each group its count and workers_per_node.",
     ]
+    if f.jitter_cv > 0:
+        lines.insert(-1, f"# compute noise jitter_cv {f.jitter_cv:.4g} (the replicas' wait; "
+                         "predictions: mean of many seeded iterations).")
     if not any(len(p) > 1 for p in cal.fit_placements):
         lines.append("# WARNING: no fit placement spans two nodes: the NIC figures are not informed by the data.")
     if not any(max(p) > 1 for p in cal.fit_placements):
@@ -123,7 +126,7 @@ def write_predictions(path: Path, preds: Sequence[Prediction]) -> None:
 
 def calibrate_to(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int, out: Path,
                  simulate_mean_s: SimulateFn, *, instance: str | None = None, source: str = "",
-                 chunk_share: float = DEFAULT_CHUNK_SHARE,
+                 chunk_share: float = DEFAULT_CHUNK_SHARE, jitter_cv: float | None = 0.0,
                  progress: Callable[[float], None] | None = None) -> tuple[Calibration, list[Prediction]]:
     """Fit, write ``out/fit.yaml``, simulate every row, write ``out/predictions.csv``."""
     inst = check_instance(instance, rows)
@@ -132,7 +135,7 @@ def calibrate_to(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]],
         return None if progress is None else (lambda f: progress(lo + (hi - lo) * f))
 
     cal = calibrate_rows(rows, fit_placements, gradient_bytes, intra_bounds=intra_bounds_for(inst),
-                         chunk_share=chunk_share, progress=part(0.0, 0.3))
+                         chunk_share=chunk_share, jitter_cv=jitter_cv, progress=part(0.0, 0.3))
     preds = predict(cal, rows, inst, simulate_mean_s, part(0.3, 1.0))
     out.mkdir(parents=True, exist_ok=True)
     max_batch = max(r.local_bsz for r in rows)

@@ -1,0 +1,260 @@
+"""LB-BSP for an ordinary DDP script: each rank's batch for the next step, decided by lbsim's scheme.
+
+The decision is lbsim's own: the ``lbbsp`` scheme (:mod:`lbsim.schemes.lbbsp`) with its sizing
+code (:mod:`lbsim.sizing` — speed predictors, affine fits, water-filling, the GPU step rule), the
+same objects the simulator and the runtime call. One step, on every rank::
+
+    step k starts      the batch sampler hands rank r its b_r samples; clock starts
+    forward/backward   the DDP hook marks the clock at each ready bucket and sends b_r/B * bucket
+    step k+1 starts    all_gather (async) one row per rank: [b_r, compute_s_r, cpu_available_r, mem_available_r | 0...]
+    step k+2 starts    rank 0: scheme.next_batches(RoundObservation) -> (b_0', ..., b_{n-1}'), written in
+                       rank 0's row of this step's all_gather: identical batches on every rank
+                       (whatever each rank's floating-point library would have computed)
+    step k+3 starts    the decision is in effect on every rank
+
+``compute_s`` is the rank's own work (:mod:`runtime.ddp.timing`), never the wait for the others,
+plus the rank's time in the balancer before the step (rank 0's decision included): the scheme then
+balances the decision's cost like any other work.
+``cpu_available`` is measured from ``/proc/stat`` and ``psutil`` (:class:`runtime.resources.ResourceReader`)
+or, under an emulated slowdown, the schedule's ``1/f``; ``mem_available`` is ``psutil``'s. They are
+read only when the variant has CPU-like workers (``cpu``, or ``auto`` on CPU ranks).
+
+The variants are the scheme's: ``cpu`` (x_i ∝ predicted speed; predictors ``narx``, ``ema``,
+``last``), ``gpu`` (the windowed step rule), ``gpu_model`` (fitted ``t_i(x) = a_i + b_i x``,
+water-filled) and ``auto`` (per rank: ``cpu`` on CPU ranks, ``gpu_model`` on CUDA ranks). Memory
+caps (``max_batch``) are the scheme's bounds: no rank is ever given more than its cap. The
+``oracle`` predictor needs the future and exists only in the simulator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from lbsim.schemes.base import RoundObservation, SchemeContext, WorkerObservation
+from lbsim.schemes.lbbsp import LBBSPConfig
+from lbsim.schemes.registry import build_scheme
+from lbsim.sizing.split import proportional_split
+from runtime.ddp.hook import weighted_sum_hook
+from runtime.ddp.inject import SlowedRank
+from runtime.ddp.timing import StepClock
+from runtime.resources import ResourceReader
+
+VARIANTS = ("auto", "cpu", "gpu", "gpu_model")
+PREDICTORS = ("narx", "ema", "last")
+READ_EVERY_S = 0.1  # CPU/memory readings are refreshed at most this often
+UNCAPPED = 2**24  # a batch larger than any real one (batch sizes travel as exact float32/int64)
+
+
+class LoadBalancer:
+    """Per-rank batch sizes by LB-BSP, the weighted gradient hook and the step clock, for one process group.
+
+    Create it on every rank after ``init_process_group`` (it makes collectives). ``global_batch``:
+    ``B``, kept exact at every step. ``max_batch``: this rank's memory cap in samples (None:
+    uncapped). ``samples_per_s``: this rank's nominal speed (the first step's split and the fits'
+    prior; None: all equal). ``options``: any other :class:`~lbsim.schemes.lbbsp.LBBSPConfig`
+    field (``min_batch``, ``ema_alpha``, ``narx_*``, ``window``, ...). ``slowed``: an emulated
+    slowdown for this rank (benchmarks and tests; :mod:`runtime.ddp.inject`). ``decide_every``:
+    steps per observation window (1: every step, as LB-BSP; m > 1: one collective and one decision
+    every m steps, from the window's mean compute time — the overhead divided by m).
+    """
+
+    def __init__(self, global_batch: int, *, variant: str = "auto", predictor: str = "narx", seed: int = 0,
+                 max_batch: int | None = None, samples_per_s: float | None = None, group: Any = None,
+                 device: torch.device | None = None, slowed: SlowedRank | None = None, decide_every: int = 1,
+                 **options: Any) -> None:
+        if predictor == "oracle":
+            raise ValueError("predictor 'oracle' needs the future and exists only in the simulator; "
+                             "valid here: narx, ema, last")
+        if predictor not in PREDICTORS or variant not in VARIANTS:
+            raise ValueError(f"variant {variant!r} / predictor {predictor!r}: valid variants {', '.join(VARIANTS)}; "
+                             f"predictors {', '.join(PREDICTORS)}")
+        if decide_every < 1:
+            raise ValueError(f"decide_every must be >= 1, got {decide_every}")
+        if not dist.is_initialized():
+            raise RuntimeError("LoadBalancer needs torch.distributed to be initialised (init_process_group) first")
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world = dist.get_world_size(group)
+        backend = dist.get_backend(group)
+        self.device = device if device is not None else (
+            torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu"))
+        self.comm_device = self.device if backend == "nccl" else torch.device("cpu")
+        self.config = LBBSPConfig(variant=variant, predictor=predictor, initial="nominal", **options)  # type: ignore[arg-type]
+        self.global_batch = int(global_batch)
+        mine = [1.0 if self.device.type == "cuda" else 0.0, float(max_batch or UNCAPPED), float(samples_per_s or 1.0)]
+        table = self._gather(mine)
+        kinds = tuple("gpu" if row[0] > 0 else "cpu" for row in table)
+        caps = tuple(int(row[1]) for row in table)
+        ctx = SchemeContext(global_batch=self.global_batch, t0_s=(0.0,) * self.world,
+                            samples_per_s=tuple(float(row[2]) for row in table), max_batch=caps,
+                            kinds=kinds, seed=seed)  # type: ignore[arg-type]
+        self.caps = caps
+        low = self.world * self.config.min_batch
+        if not low <= self.global_batch <= sum(caps):  # checked on every rank: no rank waits for a failed one
+            raise ValueError(f"global_batch {self.global_batch} must lie in [{low}, {sum(caps)}] "
+                             f"({self.world} ranks x min_batch {self.config.min_batch}, the sum of the ranks' max_batch)")
+        self.scheme = build_scheme(self.config, ctx) if self.rank == 0 else None
+        self.batches = self._broadcast(list(self.scheme.initial_batches()) if self.scheme is not None else None)
+        self.readings = bool(self.config.variant == "cpu" or (self.config.variant == "auto" and "cpu" in kinds))
+        self.reader = ResourceReader() if self.readings else None
+        self.clock = StepClock(self.device)
+        self.slowed = slowed
+        self.weight = 1.0 / self.world
+        self.step_batches: tuple[int, ...] | None = None  # the batches of the step in progress
+        self.steps = 0
+        self.decisions = 0
+        self.overhead_s = 0.0  # wall time in next_batches (all steps): bookkeeping, rank 0's decision, collectives
+        self.overhead_cpu_s = 0.0  # the same, CPU time of this thread (not inflated by other processes' load)
+        self.history: list[tuple[int, ...]] = []  # the batches of every step, in order
+        self._observable = False
+        self._pre_s = 0.0  # this rank's time in next_batches before the current step (counted as its work)
+        self._read_at = -1e9
+        self._last_readings = (1.0, 1.0)
+        self.decide_every = decide_every
+        self.batches_run = self.batches  # the batches of the current observation window
+        self._calls = 0
+        self._window = [0.0, 0.0, 0.0]  # steps observed, their compute time, a shortened step among them
+        self._inflight: tuple[Any, torch.Tensor] | None = None  # in flight: all_gather of the last observation
+        self._decision: tuple[int, ...] | None = None  # rank 0: decided, not yet sent
+
+    # -- collectives -----------------------------------------------------------------------------------
+    def _gather(self, row: Sequence[float]) -> list[list[float]]:
+        t = torch.tensor(list(row), dtype=torch.float64, device=self.comm_device)
+        out = [torch.empty_like(t) for _ in range(self.world)]
+        dist.all_gather(out, t, group=self.group)
+        return [o.tolist() for o in out]
+
+    @property
+    def _root(self) -> int:
+        return dist.get_global_rank(self.group, 0) if self.group is not None else 0
+
+    def _broadcast(self, batches: list[int] | None) -> tuple[int, ...]:
+        t = torch.tensor(batches if batches is not None else [0] * self.world, dtype=torch.int64, device=self.comm_device)
+        dist.broadcast(t, self._root, group=self.group)
+        return tuple(int(v) for v in t.tolist())
+
+    # -- the step cycle ----------------------------------------------------------------------------------
+    def next_batches(self) -> tuple[int, ...]:
+        """Every rank's batch for the next step (collective: call on every rank, once per step).
+
+        One asynchronous ``all_gather`` per window of ``decide_every`` steps (below, m = 1) and no
+        wait inside a step: the call at the start of step k launches the gather of step k-1's
+        observations (rank 0's row also carries its latest decision); the call at step k+1 finds it
+        done, and rank 0 decides from it; that decision rides the next gather and is applied at step
+        k+2 on every rank (a lag of two steps; of two windows for m > 1). The
+        scheme always learns from the batch a rank really ran, so only the ``gpu`` variant's step
+        rule (which attributes a measurement to its latest decision) is affected by the lag.
+        """
+        t, cpu0 = time.perf_counter(), time.thread_time()
+        n = self.world
+        if self.step_batches is not None:  # the step just finished joins this window's observation
+            if self._observable:
+                self._window[0] += 1.0
+                self._window[1] += self.clock.elapsed_s() + self._pre_s  # its share of the bookkeeping included
+            else:
+                self._window[2] = 1.0  # an epoch's shortened last step: the window teaches nothing
+            self.step_batches = None
+        self._calls += 1
+        if self._calls % self.decide_every:  # not a gathering step
+            self._pre_s = time.perf_counter() - t
+            self.overhead_s += self._pre_s
+            self.overhead_cpu_s += time.thread_time() - cpu0
+            return self.batches
+        if self._inflight is not None:
+            work, out = self._inflight
+            work.wait()
+            self._inflight = None
+            table = out.view(n, 4 + n).tolist()
+            if table[0][4] > 0:  # rank 0's decision from the gather before
+                self.batches = tuple(int(v) for v in table[0][4:])
+            if all(row[0] > 0 for row in table):  # a window that ran decided batches: something to learn
+                self._decide(table)
+        row = [0.0] * (4 + n)
+        steps, busy_s, spoilt = self._window
+        if steps > 0 and not spoilt:  # one step's batch and mean compute time over the window (same batches)
+            row[:4] = [float(self.batches_run[self.rank]), busy_s / steps, *self._readings()]
+        self._window = [0.0, 0.0, 0.0]
+        self.batches_run = self.batches
+        if self._decision is not None:
+            row[4:] = [float(v) for v in self._decision]
+            self._decision = None
+        mine = torch.tensor(row, dtype=torch.float64, device=self.comm_device)
+        out = torch.empty(n * (4 + n), dtype=torch.float64, device=self.comm_device)  # flat: what gloo accepts
+        self._inflight = (dist.all_gather_into_tensor(out, mine, group=self.group, async_op=True), out)
+        self._pre_s = time.perf_counter() - t
+        self.overhead_s += self._pre_s
+        self.overhead_cpu_s += time.thread_time() - cpu0
+        return self.batches
+
+    def _readings(self) -> tuple[float, float]:
+        """(cpu_available, mem_available): the schedule's under an emulated slowdown, else measured at
+        most every ``READ_EVERY_S`` (``/proc/stat`` is counted in 10 ms ticks; reading it costs ~0.2 ms)."""
+        if self.reader is None:
+            return 1.0, 1.0
+        now = time.monotonic()
+        if now - self._read_at >= READ_EVERY_S:
+            cpu = self.reader.cpu_available() if self.slowed is None else 1.0
+            self._last_readings = (cpu, self.reader.mem_available())
+            self._read_at = now
+        if self.slowed is not None:
+            return self.slowed.cpu_available(), self._last_readings[1]
+        return self._last_readings
+
+    def _decide(self, table: list[list[float]]) -> None:
+        """Rank 0: the scheme's next batches from one gathered row per rank (sent with the next gather)."""
+        if self.scheme is None:
+            return
+        obs = tuple(WorkerObservation(worker=i, batch=int(row[0]), compute_s=max(row[1], 1e-9), comm_s=0.0,
+                                      wait_s=0.0, cpu_available=row[2], mem_available=row[3])
+                    for i, row in enumerate(table))
+        self._decision = tuple(self.scheme.next_batches(RoundObservation(update=self.decisions, time_s=0.0, workers=obs)))
+        self.decisions += 1
+
+    def finish(self) -> None:
+        """Wait for the balancer's collectives still in flight (call on every rank before destroying the group)."""
+        if self._inflight is not None:
+            self._inflight[0].wait()
+        self._inflight = None
+
+    def split(self, total: int, like: Sequence[int]) -> tuple[int, ...]:
+        """``total`` samples split in proportion to ``like`` within the caps (an epoch's last step)."""
+        if total == sum(like):
+            return tuple(like)
+        return proportional_split(total, [max(b, 1) for b in like], self.caps, min_batch=1)
+
+    def begin_step(self, batches: Sequence[int]) -> None:
+        """Step with ``batches`` starts now on this rank: set the hook's weight, start the clock."""
+        self.step_batches = tuple(batches)
+        self._observable = self.step_batches == self.batches
+        self.history.append(self.step_batches)
+        self.weight = self.step_batches[self.rank] / sum(self.step_batches)
+        self.steps += 1
+        if self.slowed is not None:
+            self.slowed.begin()
+        self.clock.start()
+
+    def on_bucket(self) -> None:
+        """A gradient bucket is ready (called by the hook): emulated slowdown, then mark the clock."""
+        if self.slowed is not None:
+            self.slowed.after_bucket()
+        self.clock.mark()
+
+    # -- wiring --------------------------------------------------------------------------------------------
+    def attach(self, ddp_model: torch.nn.parallel.DistributedDataParallel) -> None:
+        """Register the batch-weighted comm hook on a DDP model (instead of DDP's averaging)."""
+        ddp_model.register_comm_hook(self, weighted_sum_hook)
+
+    def sampler(self, dataset_size: int, *, seed: int = 0, shuffle: bool = True, drop_last: bool = False) -> Any:
+        """A batch sampler for ``DataLoader(dataset, batch_sampler=...)`` (see :class:`runtime.ddp.sampler.BalancedBatchSampler`)."""
+        from runtime.ddp.sampler import BalancedBatchSampler
+
+        return BalancedBatchSampler(self, dataset_size, seed=seed, shuffle=shuffle, drop_last=drop_last)
+
+    def overhead_fraction(self, wall_s: float) -> float:
+        """The share of ``wall_s`` (e.g. an epoch's time) spent in the balancer's decisions."""
+        return self.overhead_s / wall_s if wall_s > 0 else 0.0

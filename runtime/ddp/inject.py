@@ -1,0 +1,60 @@
+"""Emulated contention for a DDP rank: the runtime's :class:`runtime.inject.Emulated`, applied per bucket.
+
+The runtime's emulated mode stretches a compute step of ``d`` real seconds started at ``t`` to end
+at ``compute_end(t, d)`` under the scenario's slowdown schedule (:mod:`runtime.inject`). In a DDP
+step the rank's work ends bucket by bucket, and the all-reduce of a ready bucket overlaps the rest
+of backward, so the stretch is applied at every bucket: when a bucket becomes ready after ``d_k``
+real seconds of work since the step started, the rank sleeps until ``compute_end(t, d_k)``. The
+sleep blocks the autograd thread, so later buckets are delayed too, exactly as a processor
+slowed by ``f`` would delay them, while the buckets already sent communicate meanwhile.
+The CPU availability the CPU variant of LB-BSP reads is the schedule's ``1 / f`` (as in the
+runtime's emulated mode).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from lbsim.contention.model import WorkerContention
+from lbsim.contention.sources import window
+from runtime.inject import Emulated
+
+
+def constant_slowdown(factor: float) -> WorkerContention:
+    """A worker slowed by ``factor`` from the start of the run, for ever."""
+    return WorkerContention(compute=[window(0.0, None, factor)])
+
+
+class SlowedRank:
+    """One rank's emulated slowdown; ``begin`` at each step start, ``after_bucket`` at each ready bucket."""
+
+    def __init__(self, cont: WorkerContention, clock_t0: float | None = None) -> None:
+        self.emu = Emulated(cont, time.monotonic() if clock_t0 is None else clock_t0)
+        self._start = 0.0
+        self._slept = 0.0
+
+    def begin(self) -> None:
+        self._start = time.monotonic()
+        self._slept = 0.0
+
+    def after_bucket(self) -> None:
+        now = time.monotonic()
+        real = now - self._start - self._slept
+        self.emu.stretch(self._start - self.emu.t0, real, 1.0)
+        self._slept += time.monotonic() - now
+
+    def cpu_available(self) -> float:
+        return self.emu.cpu_available(time.monotonic() - self.emu.t0)
+
+
+def slowed_hook(inner: Any, slowed: SlowedRank | None) -> Any:
+    """Wrap a DDP comm hook (e.g. ``default_hooks.allreduce_hook``) so that each bucket first pays the
+    slowdown (None: no slowdown, the same hook on every rank)."""
+
+    def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks annotations: none given
+        if slowed is not None:
+            slowed.after_bucket()
+        return inner(state, bucket)
+
+    return hook

@@ -1,0 +1,74 @@
+"""The per-rank batch sampler: an epoch's samples, each seen once, cut into LB-BSP's per-rank batches.
+
+Every rank draws the same permutation of the dataset for epoch ``e`` (a generator seeded by
+``(seed, e)``, so no communication). Step ``k`` takes the next ``B`` positions of the permutation;
+with the decided batches ``b_0..b_{n-1}`` (``sum b_r = B``) rank ``r`` takes positions
+``[p + o_r, p + o_r + b_r)``, ``o_r = b_0 + ... + b_{r-1}``: the ranks' batches partition the step's
+``B`` samples, and the steps partition the epoch.
+
+The epoch's last ``R = N mod B`` samples: with ``drop_last`` they are skipped; otherwise, if
+``R >= n`` they form a last, shorter step split in proportion to the current batches, and if
+``R < n`` (a step where some rank would get nothing) they join the step before, which is then
+``B + R`` samples. Such a step's observation is not given to the scheme (its batches were not the
+scheme's). The number of steps is therefore the same whatever the decisions: ``len(sampler)``.
+
+The decision for a step is taken when the step's batch is asked for (collective on every rank),
+so use it with ``DataLoader(..., batch_sampler=sampler, num_workers=0)`` or with worker processes
+and ``prefetch_factor`` such that no batch is drawn before the previous step's backward
+(see docs/library.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+
+class BalancedBatchSampler:
+    """Yields this rank's sample indices for each step of an epoch (call :meth:`set_epoch` like DistributedSampler)."""
+
+    def __init__(self, balancer: Any, dataset_size: int, *, seed: int = 0, shuffle: bool = True,
+                 drop_last: bool = False) -> None:
+        if dataset_size < balancer.global_batch:
+            raise ValueError(f"dataset of {dataset_size} samples is smaller than the global batch {balancer.global_batch}")
+        self.lb = balancer
+        self.n = int(dataset_size)
+        self.seed = seed
+        self.shuffle = shuffle
+        self.drop_last = drop_last
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        full, rem = divmod(self.n, self.lb.global_batch)
+        return full + (1 if rem >= self.lb.world and not self.drop_last else 0)
+
+    def permutation(self) -> torch.Tensor:
+        if not self.shuffle:
+            return torch.arange(self.n)
+        g = torch.Generator()
+        g.manual_seed(self.seed * 1_000_003 + self.epoch)
+        return torch.randperm(self.n, generator=g)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        perm = self.permutation().tolist()
+        lb, big = self.lb, self.lb.global_batch
+        steps = len(self)
+        pos = 0
+        for k in range(steps):
+            decided = lb.next_batches()
+            left = self.n - pos
+            if k == steps - 1 and not self.drop_last:  # the last step takes whatever the epoch has left
+                batches = lb.split(left, decided) if left != big else decided
+            else:
+                batches = decided
+            assert sum(batches) <= left, (batches, left)
+            lb.begin_step(batches)
+            r = lb.rank
+            start = pos + sum(batches[:r])
+            pos += sum(batches)
+            yield perm[start:start + batches[r]]

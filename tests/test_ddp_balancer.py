@@ -1,0 +1,123 @@
+"""LoadBalancer end to end on 3 gloo ranks (one spawn), and the CPU step clock.
+
+Work per sample is a fixed sleep (3 ms), so the ranks' speeds are known whatever the machine's
+load; rank 2 is slowed 3x by the runtime's emulated contention (per bucket). Closed form for the
+``cpu`` variant: speeds 1 : 1 : 1/3 of B = 42 give batches (18, 18, 6). Checked: every rank used
+the same batches at every step (the broadcast decision), each epoch's samples were each seen
+exactly once across ranks, and over the last two epochs the split averages within 1 sample of (18, 18, 6), every step
+within 2 (a loaded machine's scheduling noise moves single measurements).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+PER_SAMPLE_S = 0.003
+N, B, EPOCHS = 252, 42, 6  # 6 steps per epoch
+
+
+class Sleepy(torch.nn.Module):
+    """A linear layer whose forward takes PER_SAMPLE_S per sample (a machine-independent speed)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Linear(4, 8)
+        self.b = torch.nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(PER_SAMPLE_S * len(x))
+        return self.b(torch.tanh(self.a(x)))
+
+
+def _rank(rank: int, port: int, out: str) -> None:
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=3)
+    torch.manual_seed(0)
+    x = torch.randn(N, 4)
+    result: dict[str, object] = {}
+    for every in (1, 2):  # every step (LB-BSP), and one decision per window of 2 steps
+        slowed = SlowedRank(constant_slowdown(3.0)) if rank == 2 else None
+        lb = LoadBalancer(B, variant="cpu", predictor="last", slowed=slowed, decide_every=every)
+        model = DDP(Sleepy())
+        lb.attach(model)
+        sampler = lb.sampler(N, seed=1)
+        seen = []
+        for epoch in range(EPOCHS):
+            sampler.set_epoch(epoch)
+            idx_epoch = []
+            for idx in sampler:
+                idx_epoch.extend(idx)
+                model(x[idx]).sum().backward()
+            seen.append(idx_epoch)
+        lb.finish()
+        result[f"history{every}"] = lb.history
+        result[f"seen{every}"] = seen
+    try:  # a global batch above the ranks' caps fails on every rank (none is left waiting)
+        LoadBalancer(100, max_batch=30)
+        refused = ""
+    except ValueError as err:
+        refused = str(err)
+    Path(f"{out}.{rank}").write_text(json.dumps({**result, "refused": refused}))
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, list]]:  # type: ignore[type-arg]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    out = tmp_path_factory.mktemp("lb") / "rank"
+    mp.start_processes(_rank, args=(port, str(out)), nprocs=3, start_method="spawn")
+    return [json.loads(Path(f"{out}.{r}").read_text()) for r in range(3)]
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_every_rank_uses_the_same_batches(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
+    h = f"history{every}"
+    assert ranks[0][h] == ranks[1][h] == ranks[2][h]
+    assert all(sum(b) == B for b in ranks[0][h])
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_each_epoch_sees_every_sample_once(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
+    for epoch in range(EPOCHS):
+        assert sorted(i for r in ranks for i in r[f"seen{every}"][epoch]) == list(range(N))
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_split_converges_to_the_closed_form(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
+    history = ranks[0][f"history{every}"]
+    if every == 2:  # decisions are applied at gathering steps only (the 2nd, 4th, ... call): steps 1-2, 3-4, ... agree
+        assert all(history[k] == history[k + 1] for k in range(1, len(history) - 1, 2))
+        assert len({tuple(b) for b in history}) > 1  # and it does re-size
+    late = history[-12:]  # the last two epochs
+    for r, want in enumerate((18, 18, 6)):  # the split on average, each step within 2 (the box's noise)
+        assert abs(sum(b[r] for b in late) / len(late) - want) <= 1.0, late
+        assert all(abs(b[r] - want) <= 2 for b in late), late
+
+
+def test_cpu_clock_stops_at_the_last_mark() -> None:
+    from runtime.ddp import StepClock
+
+    clock = StepClock(torch.device("cpu"))
+    clock.start()
+    time.sleep(0.02)
+    clock.mark()
+    time.sleep(0.05)  # waiting after the last bucket (the other ranks) is not compute
+    assert 0.02 <= clock.elapsed_s() < 0.05
+
+
+def test_a_global_batch_above_the_caps_is_refused_on_every_rank(ranks: list[dict[str, list]]) -> None:  # type: ignore[type-arg]
+    assert all("global_batch 100 must lie in [3, 90]" in str(r["refused"]) for r in ranks)
