@@ -34,10 +34,9 @@ reduce-scatter), it computes the coordinate-wise statistic (:func:`robust_statis
 of :mod:`lbsim.aggregation`: unweighted, ``f`` largest and smallest dropped / the median, mean of the
 two middle values for even n), and an ``all_gather`` of the chunks gives every rank the same bytes,
 so replicas stay bit-identical. Rank 0's tail (next batches, local counts, stop flag) rides in its
-row of that all-gather. Rule ``mean`` keeps the batch-weighted all-reduce. The rule is read by
-every rank from the scheme's config (``scheme.aggregation`` / ``scheme.tolerance_f``, what LOFT's
-``aggregation_rule`` reports; other schemes: ``mean``), so profiling a LOFT scenario measures the
-exchange the run will make.
+row of that all-gather. Rule ``mean`` keeps the batch-weighted all-reduce. Every rank asks the
+scheme for the rule (:func:`aggregation_rule`: LOFT's ``aggregation_rule``; other schemes: ``mean``),
+so profiling a LOFT scenario measures the exchange the run will make.
 
 **Byzantine ranks** (``numerics.byzantine``; the runtime always trains, so ``numerics.enabled`` does
 not matter): the listed ranks replace their gradient by
@@ -65,7 +64,9 @@ from lbsim.numerics.byzantine import DEFAULT_SCALE, corrupt
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
 from lbsim.rng import stream
 from lbsim.scenario.data import resolve_data
+from lbsim.scenario.resolve import resolve_run
 from lbsim.scenario.workers import select_workers
+from lbsim.schemes.base import aggregation_of
 from lbsim.schemes.base import local_counts as local_counts  # the rule lives in lbsim; runtime.loop imports it here
 from runtime.ddp.hook import weighted_gradient
 from runtime.dist import CollectiveError, Comm
@@ -178,9 +179,10 @@ class Byzantine:
 
 # -- aggregation --------------------------------------------------------------------------------
 def aggregation_rule(scenario: Any) -> tuple[str, int]:
-    """``(rule, f)`` of the scenario's scheme: LOFT's config, else the batch-weighted mean."""
-    sec = scenario.scheme
-    return str(getattr(sec, "aggregation", "mean")), int(getattr(sec, "tolerance_f", 0) or 0)
+    """``(rule, f)`` the scenario's scheme reports (:class:`~lbsim.schemes.base.RobustAggregation`, e.g.
+    LOFT), else the batch-weighted mean — asked of the scheme, as the simulator does, never read off its
+    config. Every rank asks a scheme of its own (rank 0's, which decides the batches, is separate)."""
+    return aggregation_of(resolve_run(scenario).scheme())
 
 
 def robust_statistic(rule: str, rows: torch.Tensor, f: int) -> torch.Tensor:
