@@ -12,9 +12,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from lbsim import __version__
+from lbsim.arguments import OneLineParser as _Parser
+from lbsim.arguments import one_line as _one_line
+from lbsim.arguments import runtime_arguments, scenario_arguments, train_arguments
 from lbsim.errors import InputError
 from lbsim.limits import MAX_JOBS
 from lbsim.metrics.writers import FORMATS
@@ -338,17 +341,6 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return _runtime("validate", args)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with product.md's error style: one line on stderr, exit code 2, no usage dump."""
-
-    def error(self, message: str) -> NoReturn:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see `{self.prog} --help`)\n")
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
 def build_parser() -> argparse.ArgumentParser:
     from lbsim.calibration.command import add_arguments as calibration_arguments
 
@@ -356,19 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"lbsim {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def scenario_args(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("scenario", help="scenario YAML file")
-        sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a scenario key, e.g. --set scheme.staleness=2 (repeatable)")
-        sp.add_argument("--out", help="output directory (default: runs/<scenario>/<scheme or compare>)")
-        sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
-
     def format_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--format", choices=FORMATS, default="csv",
                         help="table format of iterations, updates, decisions, numerics (default csv; parquet: typed, ~9x smaller)")
 
     run = sub.add_parser("run", help="simulate one scenario under one scheme")
-    scenario_args(run)
+    scenario_arguments(run)
     run.add_argument("--scheme", help="scheme name, replacing the file's (see `lbsim schemes`)")
     format_arg(run)
     run.add_argument("--trace", nargs="?", const="json", choices=("json", "gz"),
@@ -378,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     cmp_ = sub.add_parser("compare", help="the same scenario and seed under several schemes")
-    scenario_args(cmp_)
+    scenario_arguments(cmp_)
     cmp_.add_argument("--schemes", required=True, help="comma-separated scheme names, the first is the baseline")
     format_arg(cmp_)
     cmp_.set_defaults(func=cmd_compare)
@@ -403,32 +388,16 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     plot.set_defaults(func=cmd_plot)
 
-    def runtime_args(sp: argparse.ArgumentParser) -> None:
-        scenario_args(sp)
-        sp.add_argument("--nproc", type=int, help="processes, one per worker plus one for a parameter-server scheme's server (default: what the scenario needs)")
-        sp.add_argument("--backend", choices=("gloo", "nccl"), help="torch.distributed backend (default gloo; nccl: one GPU per rank)")
-        sp.add_argument("--contention", choices=("emulated", "real"),
-                        help="emulated (default): stretch each step by the scenario's slowdown; real: a co-located CPU burner")
-        sp.add_argument("--threads", type=int, help="torch threads per rank (default 1)")
-        sp.add_argument("--affinity", choices=("auto", "none", "core"),
-                        help="pin each rank to its own core(s): core; auto (default) pins only with --contention real")
-        sp.add_argument("--model", help="softmax or mlp (default: the numerics defaults)")
-        sp.add_argument("--hidden", type=int, help="MLP hidden units")
-        sp.add_argument("--lr", type=float, help="SGD learning rate")
-        sp.add_argument("--dtype", choices=("float32", "float64"), help="parameter and gradient dtype (default float32)")
-        sp.add_argument("--timeout-s", type=float, dest="timeout_s", help="collective timeout: a crashed or hung rank ends the run (default 60)")
-
     trn = sub.add_parser("train", help="run a scenario on the real torch.distributed runtime (one process per worker)")
-    runtime_args(trn)
-    trn.add_argument("--scheme", help="scheme name, replacing the file's (runtime: bsp, static, lbbsp)")
+    train_arguments(trn)
     trn.set_defaults(func=cmd_train)
 
     prf = sub.add_parser("profile", help="measure this machine's per-worker t(b) and all-reduce cost as scenario overrides")
-    runtime_args(prf)
+    runtime_arguments(prf)
     prf.set_defaults(func=cmd_profile)
 
     val = sub.add_parser("validate", help="profile, run the runtime and the calibrated simulator, report their errors")
-    runtime_args(val)
+    runtime_arguments(val)
     val.add_argument("--schemes", help="comma-separated schemes to compare (default: bsp,lbbsp)")
     val.add_argument("--repeats", type=int, default=1, metavar="K",
                      help="repeat the whole comparison K times; report median and spread of each error (default 1)")

@@ -28,7 +28,10 @@ largest-remainder integerisation of ``X * share_k`` (so ``sum_k q_k = X``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 
 def bytes_per_s(gbps: float) -> float:
@@ -113,3 +116,31 @@ def largest_remainder(total: int, shares: list[float]) -> tuple[int, ...]:
             out[k] -= 1
             short += 1
     return tuple(out)
+
+
+# -- the storage node's queue, for requests made together (the runtime's rounds) --------------------
+def fetch_schedule(layout: DataLayout, local: Sequence[int], remote: Sequence[int], order: Sequence[int],
+                   network_factors: Sequence[float]) -> np.ndarray:
+    """Seconds each worker spends reading its batch when all request at once, the NIC serving ``order``.
+
+    The storage node's FIFO queue (the simulator's event-path ``Fetcher``) for simultaneous requests: remote reads first
+    (own link ``r s f_net / B_remote`` in parallel with the FIFO storage NIC, ``r s / B_storage`` per
+    request, then the latency), then the local ones.
+    """
+    n = len(local)
+    out = np.zeros(n)
+    nic_s = layout.storage_s_per_sample()
+    queued_s = 0.0
+    for i in order:
+        t = 0.0
+        if remote[i] > 0:
+            queued_s += remote[i] * nic_s
+            link_s = remote[i] * layout.remote_s_per_sample(i, network_factors[i])
+            t = max(link_s, queued_s) + layout.remote_latency_s(i)
+        out[i] = t + local[i] * layout.local_s_per_sample(i)
+    return out
+
+
+def arrival_order(compute_end_s: np.ndarray) -> list[int]:
+    """Ranks in the order they reached the barrier (ties: lower rank first)."""
+    return [int(i) for i in np.lexsort((np.arange(len(compute_end_s)), compute_end_s))]

@@ -75,9 +75,9 @@ def _check_profile(scenario: Any, options: Any, nproc: int | None) -> int:
     probed, :mod:`runtime.ps_probe`). Returns the ranks to start."""
     from dataclasses import replace
 
-    from lbsim.schemes.registry import scheme_configs
+    from lbsim.schemes.registry import BASELINE_SCHEME, scheme_configs
 
-    workers = check_runnable(replace(scenario, scheme=scheme_configs()["bsp"]()), options)
+    workers = check_runnable(replace(scenario, scheme=scheme_configs()[BASELINE_SCHEME]()), options)
     ranks = world_size(workers, [scenario.scheme.kind])
     if nproc is not None and nproc != ranks:
         server = f" plus one for {scenario.scheme.kind}'s parameter server" if ranks > workers else ""

@@ -21,23 +21,55 @@ from typing import Any, Literal
 from lbsim.errors import InputError
 from lbsim.limits import MAX_HISTORY
 
-SYNC_SCHEMES = ("bsp", "static", "lbbsp", "loft")
-"""Schemes the runtime runs as a barrier and an all-reduce per round (:mod:`runtime.loop`)."""
-PS_SCHEMES = ("asp", "ssp", "dssp", "elastic_bsp", "wbsp")
-"""Schemes the runtime runs with a parameter-server rank (:mod:`runtime.ps`, :mod:`runtime.wbsp`)."""
-SUPPORTED_SCHEMES = SYNC_SCHEMES + PS_SCHEMES
+
+@dataclass(frozen=True)
+class RuntimeLoop:
+    """How the runtime runs a scheme driver (``driver`` is the only discriminator, lbsim.schemes.base)."""
+
+    module: str  # the runtime module holding the loop (documentation; worker.py's LOOP_RUNNERS run it)
+    server: bool  # ranks 0..n-1 are the workers; True: rank n is a parameter server
+
+
+DRIVER_LOOPS: dict[str, RuntimeLoop] = {
+    "sync": RuntimeLoop("runtime.loop", server=False),  # a barrier and a batch-weighted all-reduce per round
+    "async": RuntimeLoop("runtime.ps", server=True),  # a parameter server with a gate per worker iteration
+    "wbsp": RuntimeLoop("runtime.wbsp", server=True),  # local steps, rounds closed at the slowest's upload
+}
+"""The runtime's support: every registered scheme whose driver has a loop here runs, and no other."""
+
+
+def driver_of(scheme: str) -> str:
+    """The driver of the registered scheme ``scheme`` (an InputError naming the valid ones if unknown)."""
+    from lbsim.schemes.registry import scheme_class
+
+    return str(scheme_class(scheme).driver)  # type: ignore[attr-defined]
+
+
+def scheme_kind(scenario: Any) -> str:
+    """The registered name of ``scenario``'s scheme."""
+    return str(scenario.scheme.kind)
+
+
+def supported_schemes() -> list[str]:
+    """Registered schemes whose driver the runtime has a loop for."""
+    from lbsim.schemes.registry import scheme_names
+
+    return [s for s in scheme_names() if driver_of(s) in DRIVER_LOOPS]
+
 
 MAX_THREADS = 1024  # torch threads per rank: more segfaults torch (tried: 100,000), far more than any core count
 
 
 def uses_server(scheme: str) -> bool:
     """Does ``scheme`` run with a parameter-server rank (rank n, after the n workers)?"""
-    return scheme in PS_SCHEMES
+    loop = DRIVER_LOOPS.get(driver_of(scheme))
+    return loop is not None and loop.server
 
 
 def world_size(workers: int, schemes: Any) -> int:
     """Ranks a job running ``schemes`` (names) needs: the workers, plus the server if any scheme uses one."""
     return workers + (1 if any(uses_server(s) for s in schemes) else 0)
+
 
 ContentionMode = Literal["emulated", "real"]
 Backend = Literal["gloo", "nccl"]
@@ -126,13 +158,13 @@ def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
 def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None = None) -> int:
     """Every reason the runtime cannot run ``scenario`` as an InputError; returns the ranks it needs
     (one per worker, plus the parameter server's for the schemes that use one)."""
-    from lbsim.scenario.resolve import resolve_workers
+    from lbsim.scenario.resolve import resolve_run
 
     name = scenario.scheme.kind
-    if name not in SUPPORTED_SCHEMES:
+    if driver_of(name) not in DRIVER_LOOPS:
         raise InputError(
             "scheme.name",
-            f"scheme {name!r} is not supported by the runtime; supported: {', '.join(SUPPORTED_SCHEMES)}",
+            f"scheme {name!r} is not supported by the runtime; supported: {', '.join(supported_schemes())}",
         )
     if getattr(scenario.scheme, "backup_workers", 0):
         raise InputError("scheme.backup_workers", "the runtime's all-reduce BSP has no backup workers; set it to 0")
@@ -141,16 +173,16 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
     # defends against a Byzantine rank, which is what such a run shows.
     byzantine = getattr(getattr(scenario, "numerics", None), "byzantine", None)
     if byzantine is not None:
-        from lbsim.scenario.resolve import select_workers
+        from lbsim.scenario.workers import select_workers
 
-        select_workers(byzantine.workers, resolve_workers(scenario), "numerics.byzantine.workers")
+        select_workers(byzantine.workers, resolve_run(scenario).workers, "numerics.byzantine.workers")
     if options.contention == "real" and getattr(scenario.scheme, "predictor", None) == "oracle":
         raise InputError("scheme.predictor", "oracle needs the future slowdown, which the runtime knows only with --contention emulated")
     if not 1 <= options.threads <= MAX_THREADS:
         raise InputError("--threads", f"must be >= 1 and <= {MAX_THREADS}, got {options.threads}")
     if options.timeout_s <= 0:
         raise InputError("--timeout-s", f"must be > 0, got {options.timeout_s}")
-    n = len(resolve_workers(scenario))
+    n = resolve_run(scenario).n
     ranks = world_size(n, [name])
     if nproc is not None and nproc != ranks:
         server = f" plus one for {name}'s parameter server" if ranks > n else ""

@@ -15,7 +15,7 @@ in worker order (:class:`LocalitySampler`).
 Storage-node queueing: the simulator serves remote reads through one FIFO NIC shared by every
 worker (``data.storage``), in the order the workers request them; in a ring all-reduce round all
 workers start together, in the order they reached the previous barrier (worker order in round 0).
-The runtime emulates that queue with a schedule every rank computes alike (:func:`fetch_schedule`):
+The runtime emulates that queue with a schedule every rank computes alike (:func:`lbsim.fetch.fetch_schedule`):
 from the previous round's all-gathered table (the arrival order: compute ends) and everyone's
 remote counts (the shipped tail), rank i's remote read ends at
 ``max(r_i s f_net / B_remote, sum of the NIC service r_j s / B_storage of the ranks queued up to it)``
@@ -34,10 +34,9 @@ reduce-scatter), it computes the coordinate-wise statistic (:func:`robust_statis
 of :mod:`lbsim.aggregation`: unweighted, ``f`` largest and smallest dropped / the median, mean of the
 two middle values for even n), and an ``all_gather`` of the chunks gives every rank the same bytes,
 so replicas stay bit-identical. Rank 0's tail (next batches, local counts, stop flag) rides in its
-row of that all-gather. Rule ``mean`` keeps the batch-weighted all-reduce. The rule is read by
-every rank from the scheme's config (``scheme.aggregation`` / ``scheme.tolerance_f``, what LOFT's
-``aggregation_rule`` reports; other schemes: ``mean``), so profiling a LOFT scenario measures the
-exchange the run will make.
+row of that all-gather. Rule ``mean`` keeps the batch-weighted all-reduce. Every rank asks the
+scheme for the rule (:func:`aggregation_rule`: LOFT's ``aggregation_rule``; other schemes: ``mean``),
+so profiling a LOFT scenario measures the exchange the run will make.
 
 **Byzantine ranks** (``numerics.byzantine``; the runtime always trains, so ``numerics.enabled`` does
 not matter): the listed ranks replace their gradient by
@@ -60,13 +59,15 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from lbsim.fetch import DataLayout
+from lbsim.fetch import arrival_order, fetch_schedule
 from lbsim.numerics.byzantine import DEFAULT_SCALE, corrupt
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
 from lbsim.rng import stream
 from lbsim.scenario.data import resolve_data
-from lbsim.scenario.resolve import select_workers
-from lbsim.schemes.base import LocalityAware
+from lbsim.scenario.resolve import resolve_run
+from lbsim.scenario.workers import select_workers
+from lbsim.schemes.base import aggregation_of
+from lbsim.schemes.base import local_counts as local_counts  # the rule lives in lbsim; runtime.loop imports it here
 from runtime.ddp.hook import weighted_gradient
 from runtime.dist import CollectiveError, Comm
 from runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
@@ -76,45 +77,6 @@ BYZANTINE_STREAM = ("numerics", "byzantine")
 
 
 # -- data placement -----------------------------------------------------------------------------
-def local_counts(scheme: Any, layout: DataLayout | None, batches: Sequence[int]) -> tuple[int, ...]:
-    """Local samples of every worker's batch: the scheme's if LocalityAware, else uniform (rank 0)."""
-    if layout is None:
-        return tuple(int(b) for b in batches)  # data local and free: every sample is local
-    if isinstance(scheme, LocalityAware):
-        chosen = tuple(int(v) for v in scheme.local_samples())
-        if len(chosen) != len(batches) or any(not 0 <= v <= b for v, b in zip(chosen, batches, strict=True)):
-            raise RuntimeError(f"scheme's local samples {chosen} do not fit its batches {tuple(batches)}")
-        return chosen
-    return tuple(layout.default_local(w, int(b)) for w, b in enumerate(batches))
-
-
-def fetch_schedule(layout: DataLayout, local: Sequence[int], remote: Sequence[int], order: Sequence[int],
-                   network_factors: Sequence[float]) -> np.ndarray:
-    """Seconds each worker spends reading its batch when all request at once, the NIC serving ``order``.
-
-    The simulator's :class:`~simulator.fetch.Fetcher` for simultaneous requests: remote reads first
-    (own link ``r s f_net / B_remote`` in parallel with the FIFO storage NIC, ``r s / B_storage`` per
-    request, then the latency), then the local ones.
-    """
-    n = len(local)
-    out = np.zeros(n)
-    nic_s = layout.storage_s_per_sample()
-    queued_s = 0.0
-    for i in order:
-        t = 0.0
-        if remote[i] > 0:
-            queued_s += remote[i] * nic_s
-            link_s = remote[i] * layout.remote_s_per_sample(i, network_factors[i])
-            t = max(link_s, queued_s) + layout.remote_latency_s(i)
-        out[i] = t + local[i] * layout.local_s_per_sample(i)
-    return out
-
-
-def arrival_order(compute_end_s: np.ndarray) -> list[int]:
-    """Ranks in the order they reached the barrier (ties: lower rank first)."""
-    return [int(i) for i in np.lexsort((np.arange(len(compute_end_s)), compute_end_s))]
-
-
 class DataFetch:
     """This rank's emulated read of its batch (a no-op without a ``data:`` section)."""
 
@@ -217,9 +179,10 @@ class Byzantine:
 
 # -- aggregation --------------------------------------------------------------------------------
 def aggregation_rule(scenario: Any) -> tuple[str, int]:
-    """``(rule, f)`` of the scenario's scheme: LOFT's config, else the batch-weighted mean."""
-    sec = scenario.scheme
-    return str(getattr(sec, "aggregation", "mean")), int(getattr(sec, "tolerance_f", 0) or 0)
+    """``(rule, f)`` the scenario's scheme reports (:class:`~lbsim.schemes.base.RobustAggregation`, e.g.
+    LOFT), else the batch-weighted mean — asked of the scheme, as the simulator does, never read off its
+    config. Every rank asks a scheme of its own (rank 0's, which decides the batches, is separate)."""
+    return aggregation_of(resolve_run(scenario).scheme())
 
 
 def robust_statistic(rule: str, rows: torch.Tensor, f: int) -> torch.Tensor:

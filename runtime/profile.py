@@ -63,7 +63,6 @@ class CyclingBatches:
     """
 
     name: ClassVar[str] = "profile"
-    synchronous: ClassVar[bool] = True
     driver: ClassVar[str] = "sync"
 
     def __init__(self, sizes: list[int], workers: int, inner: Any = None) -> None:

@@ -73,12 +73,12 @@ def ps_probe(info: RankInfo, comm: Comm, workers: int, n_params: int, dtype: tor
                         done.wait(0.001)
                 waiter.join()
     if info.rank == server:
-        w = torch.zeros(n_params, dtype=dtype)
+        weights = torch.zeros(n_params, dtype=dtype)
         g = torch.full((n_params,), 1e-6, dtype=dtype)
-        w.sub_(g, alpha=0.1)
+        weights.sub_(g, alpha=0.1)
         t = time.monotonic()
         for _ in range(PS_PROBE_REPS):
-            w.sub_(g, alpha=0.1)
+            weights.sub_(g, alpha=0.1)
         mine[2] = (time.monotonic() - t) / PS_PROBE_REPS
     table = comm.all_gather(mine, "all_gather of the PS probe", -1)
     if info.rank != 0:

@@ -32,6 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from lbsim.schemes.registry import BASELINE_SCHEME
 from runtime.config import uses_server
 
 METRICS = ("mean_iteration_s", "throughput_samples_per_s", "p99_iteration_s", "mean_barrier_wait_s", "wait_fraction",
@@ -140,9 +141,9 @@ def validation_report(scenario: str, calibrations: dict[str, dict[str, Any]], en
         vals = [abs(e["error"][m]) for e in entries.values() if e["error"].get(m) is not None]
         worst[m] = max(vals) if vals else None
     speedup = None
-    if "bsp" in entries:
-        base_rt = entries["bsp"]["runtime"]["throughput_samples_per_s"]
-        base_sim = entries["bsp"]["simulator"]["throughput_samples_per_s"]
+    if BASELINE_SCHEME in entries:
+        base_rt = entries[BASELINE_SCHEME]["runtime"]["throughput_samples_per_s"]
+        base_sim = entries[BASELINE_SCHEME]["simulator"]["throughput_samples_per_s"]
         speedup = {
             name: {"runtime": float(f"{e['runtime']['throughput_samples_per_s'] / base_rt:.6g}"),
                    "simulator": float(f"{e['simulator']['throughput_samples_per_s'] / base_sim:.6g}")}

@@ -73,6 +73,7 @@ import torch.distributed as dist
 from lbsim.metrics.records import IterationRecord
 from lbsim.numerics import LRSchedule, SharedStream
 from lbsim.rng import stream
+from lbsim.schemes.wbsp_rounds import Rounds
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
 from runtime.inject import Injection
 from runtime.loop import LoopResult, LoopSpec, injection_for
@@ -352,6 +353,10 @@ def _work(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: Lo
 
 
 # -- server side ----------------------------------------------------------------------------------
+def _batch_of(step: tuple[int, int, int]) -> int:
+    return step[2]
+
+
 class WBSPLog(PushLog):
     """The server's WBSP records: steps join the open round; a step is recorded once it has ended
     (its row arrived) and its round has closed."""
@@ -359,20 +364,25 @@ class WBSPLog(PushLog):
     def __init__(self, workers: int, out: Path | None) -> None:
         super().__init__(workers, out)
         self.round_of: dict[tuple[int, int], int] = {}  # (worker, iteration) -> the round its delta joined
-        self.open: list[tuple[int, int, int]] = []  # (worker, iteration, batch) of the open round
-        self.samples_of: list[int] = []  # samples of each closed round
+        # the open round's (worker, iteration, batch), closed rounds' samples, pull flags (shared with the simulator)
+        self.round_book: Rounds[tuple[int, int, int]] = Rounds(workers, _batch_of)
         self.rows: dict[tuple[int, int], dict[str, float]] = {}  # ended steps whose round is still open
 
     @property
     def rounds(self) -> int:
         """Rounds closed (= the open round's index = the newest snapshot's version)."""
-        return len(self.samples_of)
+        return self.round_book.closed
+
+    @property
+    def samples_of(self) -> list[int]:
+        """Samples of each closed round."""
+        return self.round_book.samples_of
 
     def join(self, worker: int, first: int, steps: int, batch: int) -> None:
         """``worker``'s upload of steps ``first .. first + steps - 1`` was applied: they join the open round."""
         for it in range(first, first + steps):
             self.round_of[(worker, it)] = self.rounds
-            self.open.append((worker, it, batch))
+        self.round_book.join((worker, it, batch) for it in range(first, first + steps))
 
     def ended(self, worker: int, row: dict[str, float]) -> None:
         """A step row arrived: record it now if its round has closed, else when it closes."""
@@ -385,15 +395,12 @@ class WBSPLog(PushLog):
 
     def close_round(self, time_s: float) -> int:
         """The open round closes at ``time_s`` (server clock): one update; returns its index."""
-        update = self.rounds
-        samples = sum(b for _w, _it, b in self.open)
-        self.update(update, time_s, samples, len(self.open))
-        self.samples_of.append(samples)
-        for w, it, _b in self.open:
+        update, samples, steps = self.round_book.close()  # every worker flagged to pull
+        self.update(update, time_s, samples, len(steps))
+        for w, it, _b in steps:
             row = self.rows.pop((w, it), None)
             if row is not None:
                 self._emit(w, row, update)
-        self.open = []
         return update
 
     def _emit(self, worker: int, row: dict[str, float], update: int) -> None:
@@ -402,16 +409,14 @@ class WBSPLog(PushLog):
         self.record(IterationRecord(
             worker=worker, iteration=int(row["iteration"]), update=update, start_s=start, compute_s=cend - start,
             comm_s=row["comm_s"], wait_s=row["wait_s"], end_s=row["end_s"], batch=batch,
-            staleness=update - int(row["base_version"]), dropped=False, weight=batch / self.samples_of[update],
+            staleness=update - int(row["base_version"]), dropped=False, weight=self.round_book.weight(update, batch),
         ), row)
 
     def unrecorded(self) -> int:
         """Steps whose round never closed (not recorded); forgets them."""
-        n = len(self.open)
         self.rows.clear()
         self.round_of.clear()
-        self.open = []
-        return n
+        return self.round_book.drop_open()
 
 
 @dataclass
@@ -425,7 +430,6 @@ class Server:
     w: torch.Tensor  # the global model
     snapshot: torch.Tensor  # the newest round's snapshot (what a flagged worker pulls)
     t0: float = 0.0
-    flagged: list[bool] = field(default_factory=list)
     final: bool = False
     end_s: float = 0.0
     decision_s: list[float] = field(default_factory=list)
@@ -435,7 +439,7 @@ class Server:
 
     def apply(self, src: int, h: dict[str, float], delta: torch.Tensor) -> None:
         """Add the upload's delta (share 1/n), join its steps, ask the scheme whether the round closes."""
-        n = len(self.flagged)
+        n = self.log.round_book.workers
         steps = int(h["steps"])
         self.w.add_(delta, alpha=1.0 / n)
         t_apply = self.now()
@@ -446,7 +450,6 @@ class Server:
         if closes:
             self.snapshot.copy_(self.w)
             update = self.log.close_round(t_apply)
-            self.flagged = [True] * n
             self.final = self.spec.is_last(update, t_apply, sum(self.log.samples_of))
             if self.final:
                 self.end_s = t_apply
@@ -456,8 +459,7 @@ class Server:
         weights = None
         if self.final:
             fields["stop"] = 1
-        elif self.flagged[src]:
-            self.flagged[src] = False
+        elif self.log.round_book.take_flag(src):
             fields["flag"] = 1
             weights = self.snapshot
         fields["server_s"] = self.now() - received_s
@@ -471,7 +473,7 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
     scheme = spec.scheme_factory()
     log = WBSPLog(n, spec.out)
     srv = Server(spec=spec, scheme=scheme, chan=WBSPChannel(info.rank, info.rank, model.n_params, dtype), log=log,
-                 w=w, snapshot=w.clone(), flagged=[False] * n)
+                 w=w, snapshot=w.clone())
     notes = not_injected_notes(spec)
     try:
         for v in range(n):

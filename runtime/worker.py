@@ -23,6 +23,7 @@ import os
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -62,8 +63,8 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
     import torch
 
     from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_workers
-    from runtime.config import uses_server
+    from lbsim.scenario.resolve import resolve_run
+    from runtime.config import scheme_kind, uses_server
     from runtime.dist import Comm, FailureHook
     from runtime.model import FlatModel, load_data
     from runtime.resources import pin_to_cores
@@ -73,8 +74,8 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
     if job.options.pin_cores() and info.device.type == "cpu":
         cores = pin_to_cores(info.local_rank, job.options.threads, cpu_cores())
     comm = Comm(info)
-    n = len(resolve_workers(load_scenario(job.scenario, list(job.overrides))))
-    workers_comm = comm
+    n = resolve_run(load_scenario(job.scenario, list(job.overrides))).n
+    workers_comm: Comm | None = comm
     if info.world > n:  # a parameter-server job: rank n is the server; synchronous tasks run on ranks 0..n-1
         import torch.distributed as dist
 
@@ -88,7 +89,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
             current["task"] = task
             overrides = [*job.overrides, *(calibration_sets if task.calibrated else []), *task.overrides]
             scenario = load_scenario(job.scenario, overrides, scheme=task.scheme)
-            workers = resolve_workers(scenario)
+            workers = resolve_run(scenario).workers  # resolved once, by the loader's checks
             training = training_config(scenario, job.options)
             data = load_data(training, dtype=getattr(torch, job.options.dtype), device=info.device)
             model = FlatModel(training, data.n_features, data.n_classes)
@@ -105,7 +106,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
                     sets = _profile(workers_comm.info, workers_comm, heartbeat, hook, job, task, scenario, workers,
                                     training, model, data, cores, probe)
                 calibration_sets = comm.broadcast_object(sets, "broadcast of the calibration")
-            elif uses_server(scenario.scheme.kind):
+            elif uses_server(scheme_kind(scenario)):
                 _train(info, comm, heartbeat, hook, job, task, scenario, workers, training, model, data, cores, overrides)
             elif workers_comm is not None:
                 _train(workers_comm.info, workers_comm, heartbeat, hook, job, task, scenario, workers, training, model,
@@ -116,12 +117,15 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
 
 def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
-    from lbsim.scenario.resolve import build_scheme_for
+    from lbsim.scenario.resolve import resolve_run, scheme_context
     from runtime.loop import LoopSpec
 
+    run = resolve_run(scenario)
+    if run.workers != workers:  # not the scenario's own workers: resolve for these
+        run = replace(run, workers=workers, context=scheme_context(scenario, workers))
     return LoopSpec(
         scenario=scenario, workers=workers, training=training, options=job.options,
-        scheme_factory=lambda: build_scheme_for(scenario, workers),
+        scheme_factory=run.scheme,  # a fresh scheme per run, from the scenario resolved once
         max_rounds=scenario.workload.updates, time_budget_s=scenario.workload.time_budget_s, inject=True,
         max_samples=scenario.workload.samples,
         out=Path(task.out) if task.kind == "train" else None, scenario_path=job.scenario, overrides=tuple(overrides),
@@ -144,12 +148,13 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
            training: Any, model: Any, data: Any, cores: Any, overrides: list[str]) -> None:
     from lbsim.metrics.summary import summarize
     from lbsim.output import write_run, write_scenario
-    from runtime.config import uses_server
-    from runtime.loop import run_loop
+    from lbsim.schemes.base import is_synchronous
+    from runtime.config import DRIVER_LOOPS, driver_of, scheme_kind
     from runtime.records import salvage
 
     out = Path(task.out)
-    ps = uses_server(scenario.scheme.kind)
+    driver = driver_of(scheme_kind(scenario))
+    ps = DRIVER_LOOPS[driver].server
     recorder = len(workers) if ps else 0  # the rank holding the scheme and the records: the server, or rank 0
     if info.rank == recorder:
         write_scenario(out, scenario)
@@ -157,16 +162,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
             (out / stale).unlink(missing_ok=True)
     spec = _loop_spec(job, task, scenario, workers, training, overrides)
     try:
-        if ps:
-            from lbsim.schemes.registry import scheme_class
-
-            if scheme_class(scenario.scheme.kind).driver == "wbsp":
-                from runtime.wbsp import run_wbsp as run_ps
-            else:
-                from runtime.ps import run_ps
-            res = run_ps(info, comm, hb, hook, spec, model, data, cores)
-        else:
-            res = run_loop(info, comm, hb, hook, spec, model, data, cores)
+        res = LOOP_RUNNERS[driver]()(info, comm, hb, hook, spec, model, data, cores)
     except BaseException as err:
         if info.rank == recorder:
             from runtime.dist import CollectiveError
@@ -192,17 +188,41 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
         "parameter_server_rank": recorder if ps else None, "notes": res.notes,
     }
     summary = summarize(log.iterations, log.updates, scheme=scheme.name, seed=scenario.seed, engine="runtime",
-                        workers=len(workers), end_s=res.end_s, synchronous=scheme.synchronous, extra=extra)
+                        workers=len(workers), end_s=res.end_s, synchronous=is_synchronous(scheme), extra=extra)
     from lbsim.metrics.writers import write_csv
     from runtime.records import OBSERVATION_COLUMNS
 
     log.discard_partials()
     write_csv(out / "observations.csv", OBSERVATION_COLUMNS, log.observations)
-    decisions = scheme.decision_rows() if hasattr(scheme, "decision_rows") else ()
+    from lbsim.schemes.base import DecisionLog
+
+    decisions = scheme.decision_rows() if isinstance(scheme, DecisionLog) else ()
     write_run(out, log.iterations, log.updates, summary, decisions=list(decisions))
     import torch
 
     torch.save({"w": res.w.detach().cpu(), "model": training.model, "hidden": training.hidden}, out / "model.pt")
+
+
+def _sync_loop() -> Any:
+    from runtime.loop import run_loop
+
+    return run_loop
+
+
+def _async_loop() -> Any:
+    from runtime.ps import run_ps
+
+    return run_ps
+
+
+def _wbsp_loop() -> Any:
+    from runtime.wbsp import run_wbsp
+
+    return run_wbsp
+
+
+LOOP_RUNNERS: dict[str, Callable[[], Any]] = {"sync": _sync_loop, "async": _async_loop, "wbsp": _wbsp_loop}
+"""driver -> the runtime loop that runs it (imported on use); the same keys as runtime.config.DRIVER_LOOPS."""
 
 
 def _report(rank: int, err: BaseException, hb: Any, task: Task | None, status: Path | None) -> None:
@@ -261,15 +281,15 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    from lbsim.cli import build_parser
+    from lbsim.arguments import train_parser
     from lbsim.errors import InputError
     from lbsim.scenario.loader import load_scenario
-    from runtime.config import check_runnable
+    from runtime.config import check_runnable, scheme_kind
     from runtime.dist import Heartbeat, RankInfo, env_rank
     from runtime.lifeline import die_with_parent
 
     die_with_parent()  # a dead torchrun agent takes its ranks along
-    args = build_parser().parse_args(["train", *(sys.argv[1:] if argv is None else argv)])
+    args = train_parser("torchrun -m runtime.worker").parse_args(sys.argv[1:] if argv is None else argv)
     options = options_from_args(args)
     env = env_rank()
     try:
@@ -279,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         if env["rank"] == 0:
             print(f"lbsim: error: {err}", file=sys.stderr)
         return 2
-    out = str(Path(args.out or default_out(args.scenario, scenario.scheme.kind)).resolve())  # type: ignore[attr-defined]
+    out = str(Path(args.out or default_out(args.scenario, scheme_kind(scenario))).resolve())
     job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
               tasks=(Task("train", out, scheme=args.scheme),))
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from lbsim.metrics.run_end import cut_row
 from lbsim.network.parameter_server import link_s
+from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
@@ -28,7 +29,7 @@ from simulator.network import ParameterServer, bytes_per_s
 class AsyncDriver:
     def __init__(self, env: SimEnv) -> None:
         self.env = env
-        self.scheme = env.scheme
+        self.scheme = as_async(env.scheme)
         self.ps = ParameterServer(env, env.scenario.network, lanes=True)  # type: ignore[arg-type]
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None
         self.gate = Gate(self.scheme, env.n)  # clocks, held workers, releases (shared with the runtime)

@@ -20,9 +20,10 @@ from lbsim.fetch import DataLayout
 from lbsim.metrics.records import IterationLog, IterationRecord, RecordLog, UpdateTable
 from lbsim.metrics.run_end import stop_reached
 from lbsim.numerics.trainer import Trainer
-from lbsim.scenario.data import resolve_data
-from lbsim.scenario.resolve import WorkerSpec, gradient_bytes
+from lbsim.scenario.resolve import ResolvedRun, resolve_run
 from lbsim.scenario.schema import Scenario
+from lbsim.scenario.workers import WorkerSpec
+from lbsim.schemes.base import Scheme
 
 
 class SimEnv(simpy.Environment):
@@ -31,16 +32,18 @@ class SimEnv(simpy.Environment):
         scenario: Scenario,
         workers: tuple[WorkerSpec, ...],
         contention: list[WorkerContention],
-        scheme: Any,
+        scheme: Scheme,
         progress: Callable[[float], None] | None = None,
+        resolved: ResolvedRun | None = None,
     ) -> None:
         super().__init__()
         self.scenario = scenario
         self.workers = workers
         self.contention = contention
         self.scheme = scheme
-        self.gradient_bytes = gradient_bytes(scenario)
-        self.data: DataLayout | None = resolve_data(scenario.data, workers)  # None: data local and free
+        self.resolved = resolved if resolved is not None else resolve_run(scenario)  # the scenario resolved once
+        self.gradient_bytes = self.resolved.gradient_bytes
+        self.data: DataLayout | None = self.resolved.data  # None: data local and free
         self.numerics: Trainer | None = None  # set by simulate() when numerics are enabled
         self.iterations = IterationLog()  # compact columns (lbsim.metrics.records); .table() at the end
         self.updates = RecordLog(UpdateTable)  # compact columns; .table() at the end

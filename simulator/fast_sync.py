@@ -29,8 +29,10 @@ How the event path's arithmetic is reproduced, bit for bit:
   order their timeouts were made, which is the order the workers resumed after the previous
   update, i.e. the previous round's contribution order (worker order in round 0). Records are
   appended in that order.
-* per-iteration factors (trace multipliers x jitter) are drawn once per round in round order;
-  each worker's jitter stream is drawn in blocks (the same numbers as one draw at a time).
+* per-iteration factors (trace multipliers x jitter) are drawn once per round in round order, by
+  the rules of :mod:`lbsim.contention.model` (``series_multiplier``, ``jitter_block``: one block
+  size for both paths), and the slowdown segments by its ``combined_factor``; only the vectorised
+  bookkeeping around them is this module's (the fast path pays: benchmarks/bench_simulator.py).
 * a time budget B ends the run at B: a round whose update would come at or after B makes no
   update and no records (the budget's timeout precedes every same-time event of a round).
 """
@@ -41,17 +43,14 @@ import math
 
 import numpy as np
 
-from lbsim.contention.model import WorkerContention, _combined
+from lbsim.contention.model import WorkerContention, combined_factor, jitter_block, series_multiplier
 from lbsim.contention.sources import StepSource
 from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES
 from lbsim.network.overlap import exposed_comm_s
-from lbsim.scenario.resolve import overlap_params
 from lbsim.scenario.sections import RingAllReduceConfig
-from lbsim.schemes.base import RoundObservation, WorkerColumns
+from lbsim.schemes.base import RoundObservation, WorkerColumns, as_sync
 from simulator.env import SimEnv
 from simulator.network import allreduce_plan
-
-JITTER_BLOCK = 128  # jitter draws per worker fetched at a time
 
 
 def ineligible(env: SimEnv) -> str | None:
@@ -86,7 +85,7 @@ class _Segments:
         if stale.size:
             f, nxt, src = self.factor, self.nxt, self.sources
             for w in stale.tolist():
-                f[w], nxt[w] = _combined(src[w], t)
+                f[w], nxt[w] = combined_factor(src[w], t)
             if self.other.size:
                 nxt[self.other] = -math.inf  # not step sources: never trusted beyond this call
         return self.factor
@@ -100,12 +99,11 @@ class _Factors:
         self.series = [(w, c.iterations) for w, c in enumerate(contention) if c.iterations]
         jit = [w for w, c in enumerate(contention) if c.jitter_cv > 0 and c.rng is not None]
         self.jw = np.array(jit, dtype=np.intp)
-        self.params = []
+        self.params: list[tuple[np.random.Generator, float]] = []
         for w in jit:
-            s2 = math.log1p(contention[w].jitter_cv ** 2)
             rng = contention[w].rng
             assert rng is not None  # jittered workers have their stream (filtered above)
-            self.params.append((rng, -s2 / 2, math.sqrt(s2)))
+            self.params.append((rng, contention[w].jitter_cv))
         self.block: np.ndarray | None = None
         self.base = 0
         self.next_round = 0
@@ -115,14 +113,11 @@ class _Factors:
         self.next_round += 1
         m = np.ones(self.n)
         for w, series in self.series:
-            x = 1.0
-            for s in series:
-                x *= s.multiplier(r)
-            m[w] = x
+            m[w] = series_multiplier(series, r)
         if self.jw.size:
             k = r - self.base
             if self.block is None or k >= self.block.shape[1]:
-                self.block = np.stack([rng.lognormal(mu, sd, JITTER_BLOCK) for rng, mu, sd in self.params])
+                self.block = np.stack([jitter_block(rng, cv) for rng, cv in self.params])
                 self.base, k = r, 0
             m[self.jw] *= self.block[:, k]
         return m
@@ -136,14 +131,14 @@ class FastSync:
         if reason is not None:
             raise ValueError(f"the synchronous fast path does not apply: {reason}")
         self.env = env
-        self.scheme = env.scheme
+        self.scheme = as_sync(env.scheme)
         ws = env.workers
         self.n = len(ws)
         self.t0 = np.array([w.t0_s for w in ws], dtype=np.float64)
         self.speed = np.array([w.samples_per_s for w in ws], dtype=np.float64)
         self.curves = [w.index for w in ws if w.compute_curve is not None]  # tabulated t(b): per worker
         self.plan = allreduce_plan(env, env.scenario.network)  # type: ignore[arg-type]
-        self.overlap = overlap_params(env.scenario)
+        self.overlap = env.resolved.overlap
         self.cont = env.contention
         self.compute = _Segments([c.compute for c in env.contention])
         self.network = _Segments([c.network for c in env.contention])

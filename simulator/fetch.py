@@ -19,7 +19,7 @@ from typing import Any
 import simpy
 
 from lbsim.fetch import DataLayout
-from lbsim.schemes.base import LocalityAware
+from lbsim.schemes.base import local_counts
 
 
 class Fetcher:
@@ -30,12 +30,7 @@ class Fetcher:
 
     def local_samples(self, batches: Sequence[int], scheme: object | None = None) -> tuple[int, ...]:
         """Local samples of each worker's batch: the scheme's split if it decides one, else uniform."""
-        if isinstance(scheme, LocalityAware):
-            chosen = tuple(int(v) for v in scheme.local_samples())
-            if len(chosen) != len(batches) or any(not 0 <= v <= b for v, b in zip(chosen, batches, strict=True)):
-                raise RuntimeError(f"scheme's local samples {chosen} do not fit its batches {tuple(batches)}")
-            return chosen
-        return tuple(self.layout.default_local(w, b) for w, b in enumerate(batches))
+        return local_counts(scheme, self.layout, batches)
 
     def fetch(self, worker: int, local: int, remote: int) -> Generator[Any, Any, None]:
         """Read ``remote`` samples from the storage node, then ``local`` from the worker's shard."""

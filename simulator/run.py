@@ -10,12 +10,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lbsim.contention.model import build_contention
 from lbsim.metrics.records import ColumnRows, IterationRecord, UpdateRecord
 from lbsim.metrics.summary import summarize
 from lbsim.numerics.trainer import Trainer
-from lbsim.scenario.resolve import build_scheme_for, resolve_workers, select_workers
+from lbsim.scenario.resolve import resolve_run, select_workers
 from lbsim.scenario.schema import Scenario
+from lbsim.schemes.base import DecisionLog, aggregation_of, is_synchronous
 from simulator.asynchronous import AsyncDriver
 from simulator.env import SimEnv
 from simulator.fast_sync import FastSync, ineligible
@@ -41,9 +41,10 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     Synchronous scenarios that qualify (ring all-reduce, no backup workers, no data section:
     :func:`simulator.fast_sync.ineligible`) take the fast path, which produces the same records.
     """
-    workers = resolve_workers(scenario)
-    scheme = build_scheme_for(scenario, workers)
-    env = SimEnv(scenario, workers, build_contention(scenario, workers), scheme, progress)
+    run = resolve_run(scenario)  # found, not redone, when the loader resolved this scenario
+    workers = run.workers
+    scheme = run.scheme()
+    env = SimEnv(scenario, workers, run.contention(), scheme, progress, resolved=run)
     if scenario.numerics.enabled:
         env.numerics = build_trainer(scenario, workers, scheme, env)
     if fast and ineligible(env) is None:
@@ -60,10 +61,10 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     iterations, updates = env.iterations.table(), env.updates.table()
     summary = summarize(
         iterations, updates, scheme=scheme.name, seed=scenario.seed, engine="simulator",
-        workers=env.n, end_s=env.now, synchronous=scheme.synchronous, extra=extra,
+        workers=env.n, end_s=env.now, synchronous=is_synchronous(scheme), extra=extra,
     )
     decisions: Sequence[dict[str, Any]] = ()
-    if hasattr(scheme, "decision_rows"):
+    if isinstance(scheme, DecisionLog):
         rows = scheme.decision_rows()
         decisions = rows if isinstance(rows, ColumnRows) else tuple(rows)  # ColumnRows: built on access
     return RunResult(iterations, updates, summary, decisions, curve)
@@ -75,5 +76,5 @@ def build_trainer(scenario: Scenario, workers: Any, scheme: Any, env: SimEnv) ->
     byz = select_workers(cfg.byzantine.workers, workers, "numerics.byzantine.workers") if cfg.byzantine else ()
     fractions = [w.local_fraction for w in env.data.workers] if env.data is not None else None
     return Trainer(cfg, seed=scenario.seed, workers=len(workers), byzantine=byz,
-                   aggregation=getattr(scheme, "aggregation_rule", ("mean", 0)), local_fractions=fractions,
+                   aggregation=aggregation_of(scheme), local_fractions=fractions,
                    global_batch=scenario.workload.global_batch)

@@ -35,9 +35,8 @@ import simpy
 from lbsim.metrics.records import IterationRecord
 from lbsim.metrics.run_end import cut_row
 from lbsim.network.overlap import exposed_comm_s
-from lbsim.scenario.resolve import overlap_params
 from lbsim.scenario.sections import ParameterServerConfig
-from lbsim.schemes.base import RoundObservation, WorkerObservation
+from lbsim.schemes.base import RoundObservation, WorkerObservation, as_sync
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
 from simulator.network import ParameterServer, allreduce_plan, ring_allreduce_s
@@ -66,11 +65,11 @@ class Round:
 class SyncDriver:
     def __init__(self, env: SimEnv) -> None:
         self.env = env
-        self.scheme = env.scheme
+        self.scheme = as_sync(env.scheme)
         net = env.scenario.network
         self.ps = ParameterServer(env, net) if isinstance(net, ParameterServerConfig) else None
         self.plan = allreduce_plan(env, net) if self.ps is None else None  # type: ignore[arg-type]
-        self.overlap = overlap_params(env.scenario)
+        self.overlap = env.resolved.overlap
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None
         self._next_batches = tuple(self.scheme.initial_batches())
         self._next_local = self._local(self._next_batches)

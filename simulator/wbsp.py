@@ -64,7 +64,8 @@ from typing import Any
 import simpy
 
 from lbsim.network.parameter_server import link_s
-from lbsim.schemes.base import WorkerObservation
+from lbsim.schemes.base import as_wbsp
+from lbsim.schemes.wbsp_rounds import Rounds
 from simulator.env import SimEnv
 from simulator.fetch import Fetcher
 from simulator.network import ParameterServer, bytes_per_s
@@ -102,15 +103,18 @@ class Overlap:
     ready_version: int | None = None  # a pulled snapshot waiting for the next step boundary
 
 
+def _batch_of(s: Step) -> int:
+    return s.batch
+
+
 class WBSPDriver:
     def __init__(self, env: SimEnv) -> None:
         self.env = env
-        self.scheme = env.scheme
+        self.scheme = as_wbsp(env.scheme)
         self.ps = ParameterServer(env, env.scenario.network, lanes=True)  # type: ignore[arg-type]
-        self.open_steps: list[Step] = []  # steps whose deltas are applied in the open round
-        self.flagged = [False] * env.n  # the next upload reply tells the worker to pull
-        self.blocking = bool(getattr(self.scheme.cfg, "overlap_pull_blocks", True))
-        self._observe_step = getattr(self.scheme, "observe_step", None)
+        self.rounds: Rounds[Step] = Rounds(env.n, _batch_of)  # open round, pull flags (shared with the runtime)
+        self.blocking = bool(self.scheme.overlap_pull_blocks)
+        self._observe_step = self.scheme.observe_step
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None  # None: data local and free
         # numerics: each worker's own model copy and the global snapshot of every closed round
         self.numerics = env.numerics
@@ -127,7 +131,7 @@ class WBSPDriver:
     # -- rounds and records ---------------------------------------------------------------------
     def _applied(self, w: int, steps: list[Step]) -> None:
         """Worker w's upload carrying ``steps`` was applied: it joins the open round, maybe closes it."""
-        self.open_steps.extend(steps)
+        self.rounds.join(steps)
         if self.numerics is not None:  # the server adds the upload's delta / n (the official code)
             delta = steps[0].delta if len(steps) == 1 else sum(s.delta for s in steps)
             self.numerics.add_delta(w, delta, 1.0 / self.env.n)
@@ -136,15 +140,13 @@ class WBSPDriver:
 
     def _close_round(self) -> None:
         env = self.env
-        steps, self.open_steps = self.open_steps, []
-        samples = sum(s.batch for s in steps)
+        _round, samples, steps = self.rounds.close()  # every worker flagged to pull
         update = env.record_update(samples, len(steps))
         if self.numerics is not None:
             self.numerics.close_round(env.now)
             self.snapshots[env.version] = self.numerics.weights()
         for s in steps:
-            s.update, s.samples = update, samples
-        self.flagged = [True] * env.n
+            s.update = update
         final = not env.may_update()
         for s in steps:
             if s.end_s is None and final:  # still pulling (or stalled on a pull): cut here
@@ -164,7 +166,7 @@ class WBSPDriver:
         compute_s = s.compute_end_s - s.compute_start_s
         fetch_s = s.compute_start_s - s.start_s
         return (s.worker, s.iteration, s.update, s.start_s, compute_s, end_s - s.start_s - fetch_s - compute_s - s.wait_s,
-                s.wait_s, end_s, s.batch, s.update - s.base_version, False, s.batch / s.samples, fetch_s, cut)
+                s.wait_s, end_s, s.batch, s.update - s.base_version, False, self.rounds.weight(s.update, s.batch), fetch_s, cut)
 
     def _cut_row(self, s: Step, end_s: float) -> tuple[Any, ...]:
         """Step s, in an update, cut by the run's end at ``end_s`` (time budget)."""
@@ -180,16 +182,7 @@ class WBSPDriver:
         env = self.env
         s.end_s = env._now
         compute_s, fetch_s = s.compute_end_s - s.compute_start_s, s.compute_start_s - s.start_s
-        if self._observe_step is not None:  # the step time alone: what the rule reads, no object
-            self._observe_step(s.worker, fetch_s + compute_s + s.comm_s + s.wait_s)
-        else:
-            self.scheme.observe(
-                WorkerObservation(
-                    worker=s.worker, batch=s.batch, compute_s=compute_s, comm_s=s.comm_s,
-                    wait_s=s.wait_s, cpu_available=env.contention[s.worker].cpu_available(env.now),
-                    fetch_s=fetch_s,
-                )
-            )
+        self._observe_step(s.worker, fetch_s + compute_s + s.comm_s + s.wait_s)  # the step time alone: no object
         self._emit(s)
 
     def _compute(self, w: int, it: int, base_version: int) -> Generator[Any, Any, Step]:
@@ -273,8 +266,7 @@ class WBSPDriver:
             self._applied(w, [s])
             if env.stopped:
                 return
-            if self.flagged[w]:  # (_close_round replaces the list: look it up each time)
-                self.flagged[w] = False
+            if self.rounds.take_flag(w):
                 version = updates._n
                 s.busy_since = env._now
                 requested = env._now
@@ -345,8 +337,7 @@ class WBSPDriver:
             self._applied(w, steps)
             if env.stopped:
                 return
-            if self.flagged[w]:
-                self.flagged[w] = False
+            if self.rounds.take_flag(w):
                 st.pulling, st.pulled = True, env.event()
                 version = env.version
                 yield from self.ps.pull(w)

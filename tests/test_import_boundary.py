@@ -13,7 +13,9 @@ Statically, by parsing every file with :mod:`ast` and walking *all* ``Import``/`
   may import the engines (``simulator``, ``runtime``): they load an engine only inside the
   command or function that needs it;
 * no file under ``simulator/`` imports ``runtime`` or ``torch``;
-* no file under ``runtime/`` imports ``simulator`` or ``simpy``.
+* no file under ``runtime/`` imports ``simulator`` or ``simpy``;
+* no engine file (``simulator/``, ``runtime/``) imports the command line ``lbsim.cli``, at any depth
+  (a rank parses its arguments with :mod:`lbsim.arguments`, which the CLI shares).
 
 Relative imports (``from . import x``) stay inside their own package and are not checked.
 """
@@ -147,3 +149,50 @@ def test_static_checker_sees_nested_imports() -> None:
     )
     assert _imports(tree) == [("simpy", 1, False), ("torch", 2, False), ("runtime", 5, False),
                               ("simulator", 7, True), ("torch", 10, True)]
+
+
+# --- no engine imports the command line ---------------------------------------------------------
+
+def _module_imports(tree: ast.AST) -> list[tuple[str, int]]:
+    """(full dotted module name, line) of every absolute import, ``from a import b`` giving ``a.b`` too."""
+    found: list[tuple[str, int]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.module, node.lineno))
+            found.extend((f"{node.module}.{alias.name}", node.lineno) for alias in node.names)
+    return found
+
+
+def _cli_imports(package: str) -> list[str]:
+    bad = []
+    for path in sorted((REPO / package).rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        for module, line in _module_imports(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
+            if module == "lbsim.cli" or module.startswith("lbsim.cli."):
+                bad.append(f"{rel}:{line} imports {module}")
+    return bad
+
+
+@pytest.mark.parametrize("package", ["simulator", "runtime"])
+def test_engine_never_imports_the_cli(package: str) -> None:
+    assert _cli_imports(package) == []
+
+
+def test_cli_import_checker_sees_every_form() -> None:
+    tree = ast.parse("from lbsim.cli import build_parser\nfrom lbsim import cli\ndef f():\n    import lbsim.cli\n"
+                     "from lbsim.arguments import train_parser\n")
+    names = [m for m, _ in _module_imports(tree) if m == "lbsim.cli" or m.startswith("lbsim.cli.")]
+    assert names == ["lbsim.cli", "lbsim.cli.build_parser", "lbsim.cli", "lbsim.cli"]
+
+
+def test_rank_entry_point_loads_no_cli() -> None:
+    """The torchrun entry point (``runtime.worker``) and the launcher's commands never load ``lbsim.cli``."""
+    code = ("import json, sys, runtime.worker, runtime.commands, runtime.launch\n"
+            "print(json.dumps('lbsim.cli' in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0 and "No module named 'torch'" in proc.stderr:
+        pytest.skip("the runtime extra (torch) is not installed")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) is False

@@ -27,7 +27,7 @@ pytest.importorskip("psutil")
 
 from lbsim.aggregation import aggregate  # noqa: E402
 from lbsim.cli import main  # noqa: E402
-from lbsim.fetch import DataLayout, WorkerData  # noqa: E402
+from lbsim.fetch import DataLayout, WorkerData, arrival_order, fetch_schedule  # noqa: E402  # noqa: E402
 from lbsim.numerics.trainer import Trainer  # noqa: E402
 from lbsim.scenario.data import resolve_data  # noqa: E402
 from lbsim.scenario.loader import load_scenario  # noqa: E402
@@ -35,7 +35,7 @@ from lbsim.scenario.resolve import build_scheme_for, resolve_workers  # noqa: E4
 from lbsim.schemes.base import RoundObservation, WorkerObservation  # noqa: E402
 from runtime.config import RuntimeOptions  # noqa: E402
 from runtime.launch import launch  # noqa: E402
-from runtime.loft import arrival_order, fetch_schedule, robust_statistic  # noqa: E402
+from runtime.loft import robust_statistic  # noqa: E402
 from runtime.worker import Job, Task  # noqa: E402
 
 N = 3

@@ -34,22 +34,41 @@ from lbsim.rng import stream
 from lbsim.scenario.contention import MarkovContention, ScheduledContention, TraceContention
 
 if TYPE_CHECKING:
-    from lbsim.scenario.resolve import WorkerSpec
     from lbsim.scenario.schema import Scenario
+    from lbsim.scenario.workers import WorkerSpec
 
 
-JITTER_BLOCK = 64  # jitter draws taken from a worker's generator at a time (one call instead of 64)
+JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds, bench_simulator test_large_sync)
 _STEP_TYPES = (StepSource, MarkovSource)  # piecewise constant between known change points
 _NO_SEGMENT = (math.inf, -math.inf, 1.0, -1)  # (from, until, factor, sources): matches no time
 
 
-def _combined(sources: list[TimeSource], t: float) -> tuple[float, float]:
+def combined_factor(sources: list[TimeSource], t: float) -> tuple[float, float]:
+    """``(factor, next change)`` of a list of sources at ``t``: the sources multiply; the answer holds
+    until the earliest next change of any of them. The one rule, for the event path
+    (:class:`WorkerContention`) and the simulator's synchronous fast path alike."""
     factor, nxt = 1.0, math.inf
     for s in sources:
         f, n = s.segment(t)
         factor *= f
         nxt = min(nxt, n)
     return factor, nxt
+
+
+def jitter_block(rng: np.random.Generator, jitter_cv: float) -> np.ndarray:
+    """The next :data:`JITTER_BLOCK` natural-jitter multipliers of a worker: lognormal with mean 1 and
+    coefficient of variation ``jitter_cv`` (sigma^2 = ln(1 + cv^2), mu = -sigma^2 / 2). Drawn in
+    blocks, the numbers are those of one draw at a time, in order, whatever the block size."""
+    sigma2 = math.log1p(jitter_cv**2)
+    return rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), JITTER_BLOCK)
+
+
+def series_multiplier(iterations: list[IterationSeries], iteration: int) -> float:
+    """The product of the per-iteration series' multipliers (trace replay) for ``iteration``."""
+    m = 1.0
+    for series in iterations:
+        m *= series.multiplier(iteration)
+    return m
 
 
 @dataclass
@@ -67,7 +86,7 @@ class WorkerContention:
     _jitter: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
     _jitter_pos: int = field(default=0, init=False, repr=False, compare=False)
 
-    # ``_combined(sources, t)`` for the compute and network lists, remembering the answer while
+    # ``combined_factor(sources, t)`` for the compute and network lists, remembering the answer while
     # ``t`` stays in its segment: for step sources (scheduled, Markov, simple traces) the answer
     # is the same for every time from the one it was asked at up to the next change, so it is
     # reused there (questions in any order). Other sources (periodic traces) are asked every time.
@@ -75,7 +94,7 @@ class WorkerContention:
         c = self._cseg
         if c[0] <= t < c[1] and c[3] == len(self.compute):
             return c[2], c[1]
-        factor, nxt = _combined(self.compute, t)
+        factor, nxt = combined_factor(self.compute, t)
         if all(type(s) in _STEP_TYPES for s in self.compute):
             self._cseg = (t, nxt, factor, len(self.compute))
         return factor, nxt
@@ -87,7 +106,7 @@ class WorkerContention:
         c = self._nseg
         if c[0] <= t < c[1] and c[3] == len(self.network):
             return c[2]
-        factor, nxt = _combined(self.network, t)
+        factor, nxt = combined_factor(self.network, t)
         if all(type(s) in _STEP_TYPES for s in self.network):
             self._nseg = (t, nxt, factor, len(self.network))
         return factor
@@ -101,13 +120,10 @@ class WorkerContention:
 
         Call once per iteration, in order: the jitter draw advances this worker's own stream.
         """
-        m = 1.0
-        for series in self.iterations:
-            m *= series.multiplier(iteration)
+        m = series_multiplier(self.iterations, iteration)
         if self.jitter_cv > 0 and self.rng is not None:
             if self._jitter_pos == len(self._jitter):  # draws come in blocks: the same numbers, in order
-                sigma2 = math.log1p(self.jitter_cv**2)
-                self._jitter = self.rng.lognormal(-sigma2 / 2, math.sqrt(sigma2), JITTER_BLOCK).tolist()
+                self._jitter = jitter_block(self.rng, self.jitter_cv).tolist()
                 self._jitter_pos = 0
             m *= self._jitter[self._jitter_pos]
             self._jitter_pos += 1
@@ -129,7 +145,7 @@ class WorkerContention:
 
 def build_contention(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:
     """One :class:`WorkerContention` per worker; reads and checks trace files."""
-    from lbsim.scenario.resolve import select_workers
+    from lbsim.scenario.workers import select_workers
 
     out = [
         WorkerContention(jitter_cv=w.jitter_cv, rng=stream(scenario.seed, "jitter", w.index)) for w in workers

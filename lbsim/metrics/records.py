@@ -98,7 +98,7 @@ class RecordTable(Sequence[Any]):
         missing = [c for c in self.COLUMNS if c not in columns]
         if missing:
             raise ValueError(f"missing columns {missing}")
-        self.columns = {c: np.asarray(columns[c], dtype=self.DTYPES[c]) for c in self.COLUMNS}
+        self.columns: dict[str, np.ndarray] = {c: np.asarray(columns[c], dtype=self.DTYPES[c]) for c in self.COLUMNS}
         lengths = {len(v) for v in self.columns.values()}
         if len(lengths) != 1:
             raise ValueError(f"columns of different lengths {sorted(lengths)}")

@@ -37,7 +37,7 @@ from lbsim.network.collectives import (
 )
 
 if TYPE_CHECKING:
-    from lbsim.scenario.resolve import WorkerSpec
+    from lbsim.scenario.workers import WorkerSpec
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from lbsim.scenario.contention import Workers
 from lbsim.scenario.fields import param
 
 if TYPE_CHECKING:
-    from lbsim.scenario.resolve import WorkerSpec
+    from lbsim.scenario.workers import WorkerSpec
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class DataConfig:
 
 def resolve_data(data: DataConfig | None, workers: tuple[WorkerSpec, ...]) -> DataLayout | None:
     """Per-worker placement; checks coverage and that the local shares sum to at most 1."""
-    from lbsim.scenario.resolve import select_workers
+    from lbsim.scenario.workers import select_workers
 
     if data is None:
         return None

@@ -1,4 +1,4 @@
-"""From a scenario to concrete workers, and the checks that span sections.
+"""From a scenario to concrete workers, and the checks that span sections (the top layer of lbsim.scenario).
 
 :func:`resolve_workers` expands the cluster's groups into one :class:`WorkerSpec` per worker,
 taking each figure from the catalog unless the group overrides it inline. :func:`check_scenario`
@@ -6,76 +6,37 @@ holds every rule that involves more than one section (a scheme that needs a para
 global batch that cannot fit in memory, contention naming a worker that does not exist, trace
 files that cannot be read, data placement that misses a worker or over-commits the dataset);
 each raises :class:`~lbsim.errors.InputError` at the key path.
+
+Resolution once: :func:`resolve_run` gives a :class:`ResolvedRun` — the workers, the data layout,
+the scheme context, the gradient bytes and the overlap, everything about a run that follows from
+its scenario alone — and both engines take their figures from it. It is immutable and a function
+of the scenario's value, so it is computed once per scenario (the loader's checks resolve it; a
+run of the same scenario finds it) and shared; the stateful objects of a run (the contention
+sources with their random streams, the scheme) are made fresh from it per run
+(:meth:`ResolvedRun.contention`, :meth:`ResolvedRun.scheme`).
 """
 
 from __future__ import annotations
 
-import bisect
+import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
+from lbsim.contention.model import WorkerContention, build_contention
 from lbsim.errors import InputError
+from lbsim.fetch import DataLayout
 from lbsim.limits import MAX_WORKER_ITERATIONS, MAX_WORKERS, short_repr
 from lbsim.network.overlap import OverlapParams, node_compute_factor
 from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
+from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import ParameterServerConfig
+from lbsim.scenario.workers import ComputeCurve, WorkerSpec, select_workers
+from lbsim.schemes.base import Scheme, SchemeContext, is_synchronous
+from lbsim.schemes.registry import build_scheme, scheme_class
 
-if TYPE_CHECKING:
-    from lbsim.scenario.schema import Scenario
-
-
-@dataclass(frozen=True)
-class WorkerSpec:
-    """One worker's figures after catalog lookup and inline overrides.
-
-    ``bandwidth_gbps`` is the worker's node's NIC (shared by the node's workers), ``node`` the
-    node's index (nodes numbered in worker order), ``node_size`` how many workers share it. The
-    shared-node compute factor is already folded into ``t0_s``, ``samples_per_s`` and
-    ``compute_curve`` (so schemes and engines see the slower node alike).
-    """
-
-    index: int
-    group: int
-    instance: str
-    kind: Literal["gpu", "cpu"]
-    t0_s: float
-    samples_per_s: float
-    max_batch: int
-    bandwidth_gbps: float
-    jitter_cv: float
-    node: int = 0
-    node_size: int = 1
-    nic_latency_s: float | None = None  # None: the network section's latency
-    intra_bandwidth_gbps: float | None = None  # None: no intra-node hop (alone on its node)
-    intra_latency_s: float = 0.0
-    compute_curve: ComputeCurve | None = None
-
-    def compute_s(self, batch: int) -> float:
-        """Nominal (uncontended) compute time of one iteration: t(b) = t0 + b / X, or the curve."""
-        if self.compute_curve is not None:
-            return self.compute_curve.step_s(batch)
-        return self.t0_s + batch / self.samples_per_s
-
-
-@dataclass(frozen=True)
-class ComputeCurve:
-    """Tabulated ``t(b)``: piecewise-linear between the points, linear beyond the end segments.
-
-    An end segment extended far enough may reach 0; the time is never less than 0.
-    """
-
-    batches: tuple[float, ...]
-    steps_s: tuple[float, ...]
-
-    def step_s(self, batch: float) -> float:
-        b, t = self.batches, self.steps_s
-        i = bisect.bisect_right(b, batch) - 1
-        i = min(max(i, 0), len(b) - 2)  # the end segments extend beyond the ends
-        return max(0.0, t[i] + (t[i + 1] - t[i]) * (batch - b[i]) / (b[i + 1] - b[i]))
-
-    def scaled(self, factor: float) -> ComputeCurve:
-        return ComputeCurve(self.batches, tuple(s * factor for s in self.steps_s))
+__all__ = ["ComputeCurve", "ResolvedRun", "WorkerSpec", "build_scheme_for", "check_scenario", "gradient_bytes",
+           "overlap_params", "resolve_run", "resolve_workers", "scheme_context", "select_workers"]
 
 
 def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
@@ -152,30 +113,8 @@ def gradient_bytes(scenario: Scenario) -> int:
     return w.gradient_bytes if w.gradient_bytes is not None else catalog.MODELS[w.model].gradient_bytes
 
 
-def select_workers(selector: str | tuple[int | str, ...], workers: tuple[WorkerSpec, ...], path: str) -> tuple[int, ...]:
-    """Worker indices named by a contention ``workers:`` value ('all', indices, instance names)."""
-    if isinstance(selector, str):  # the only string allowed is 'all'
-        return tuple(range(len(workers)))
-    chosen: list[int] = []
-    for i, item in enumerate(selector):
-        if isinstance(item, int):
-            if not 0 <= item < len(workers):
-                raise InputError(f"{path}[{i}]", f"worker {item} does not exist (workers are 0..{len(workers) - 1})")
-            chosen.append(item)
-        else:
-            match = [w.index for w in workers if w.instance == item]
-            if not match:
-                present = sorted({w.instance for w in workers})
-                raise InputError(f"{path}[{i}]", f"no worker of instance type {short_repr(item)}; the cluster has: {', '.join(present)}")
-            chosen.extend(match)
-    return tuple(sorted(set(chosen)))
-
-
 def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     """Cross-section checks; returns the resolved workers."""
-    from lbsim.contention.model import build_contention
-    from lbsim.schemes.registry import scheme_class
-
     workers = resolve_workers(scenario)
     total_cap = sum(w.max_batch for w in workers)
     if scenario.workload.global_batch > total_cap:
@@ -185,25 +124,69 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
             "(sum of max_batch over workers)",
         )
     cls: Any = scheme_class(scenario.scheme.kind)  # type: ignore[attr-defined]
+    synchronous = is_synchronous(cls)
     updates = scenario.workload.updates
-    planned = None if updates is None else updates * (len(workers) if cls.synchronous else 1)
+    planned = None if updates is None else updates * (len(workers) if synchronous else 1)
     if planned is not None and planned > MAX_WORKER_ITERATIONS:  # every worker-iteration is recorded in memory
-        per = f" x {len(workers)} workers" if cls.synchronous else ""
+        per = f" x {len(workers)} workers" if synchronous else ""
         raise InputError("workload.updates", f"{updates} updates{per} plan {planned} worker-iterations, more than the "
                          f"bound of {MAX_WORKER_ITERATIONS} (each is recorded in memory)")
-    needs_ps = not cls.synchronous or getattr(scenario.scheme, "backup_workers", 0) > 0
+    needs_ps = not synchronous or getattr(scenario.scheme, "backup_workers", 0) > 0
     if needs_ps and not isinstance(scenario.network, ParameterServerConfig):
-        what = f"scheme {cls.name}" if not cls.synchronous else "scheme.backup_workers"
+        what = f"scheme {cls.name}" if not synchronous else "scheme.backup_workers"
         raise InputError("network.name", f"{what} needs a parameter server; valid here: parameter_server")
     build_contention(scenario, workers)  # reads and checks every trace file
-    resolve_data(scenario.data, workers)  # data placement: coverage, shares sum to <= 1
-    build_scheme_for(scenario, workers)  # a scheme may reject the cluster (e.g. memory caps)
+    data = resolve_data(scenario.data, workers)  # data placement: coverage, shares sum to <= 1
+    run = _resolved(scenario, workers, data)
+    run.scheme()  # a scheme may reject the cluster (e.g. memory caps)
     return workers
 
 
-def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]):  # -> SchemeContext
-    from lbsim.schemes.base import SchemeContext
+@dataclass(frozen=True)
+class ResolvedRun:
+    """Everything about a run that follows from its scenario alone (see the module docstring)."""
 
+    scenario: Scenario
+    workers: tuple[WorkerSpec, ...]
+    data: DataLayout | None  # None: data local and free
+    context: SchemeContext
+    gradient_bytes: int
+    overlap: OverlapParams
+
+    @property
+    def n(self) -> int:
+        return len(self.workers)
+
+    def contention(self) -> list[WorkerContention]:
+        """Fresh contention sources, one per worker, with their random streams at the start."""
+        return build_contention(self.scenario, self.workers)
+
+    def scheme(self) -> Scheme:
+        """A fresh scheme object for one run."""
+        return build_scheme(self.scenario.scheme, self.context)
+
+
+# scenario -> its resolved parts (a ResolvedRun without the scenario, which is the key: the entry
+# goes with the last scenario object equal to it).
+_RESOLVED: weakref.WeakKeyDictionary[Scenario, tuple[Any, ...]] = weakref.WeakKeyDictionary()
+
+
+def _resolved(scenario: Scenario, workers: tuple[WorkerSpec, ...], data: DataLayout | None) -> ResolvedRun:
+    parts = (workers, data, _context(scenario, workers, data), gradient_bytes(scenario), overlap_params(scenario))
+    _RESOLVED[scenario] = parts
+    return ResolvedRun(scenario, *parts)
+
+
+def resolve_run(scenario: Scenario) -> ResolvedRun:
+    """The scenario's :class:`ResolvedRun`, resolved once per scenario value."""
+    parts = _RESOLVED.get(scenario)
+    if parts is not None:
+        return ResolvedRun(scenario, *parts)
+    workers = resolve_workers(scenario)
+    return _resolved(scenario, workers, resolve_data(scenario.data, workers))
+
+
+def _context(scenario: Scenario, workers: tuple[WorkerSpec, ...], data: DataLayout | None) -> SchemeContext:
     return SchemeContext(
         global_batch=scenario.workload.global_batch,
         t0_s=tuple(w.t0_s for w in workers),
@@ -211,11 +194,14 @@ def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]):  # -> S
         max_batch=tuple(w.max_batch for w in workers),
         kinds=tuple(w.kind for w in workers),
         seed=scenario.seed,
-        data=resolve_data(scenario.data, workers),
+        data=data,
     )
 
 
-def build_scheme_for(scenario: Scenario, workers: tuple[WorkerSpec, ...]):
-    from lbsim.schemes.registry import build_scheme
+def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> SchemeContext:
+    """What a scheme knows before the run, for ``workers`` (which a calibration may have replaced)."""
+    return _context(scenario, workers, resolve_data(scenario.data, workers))
 
+
+def build_scheme_for(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> Scheme:
     return build_scheme(scenario.scheme, scheme_context(scenario, workers))

@@ -33,11 +33,11 @@ from lbsim.scenario.sections import (
     Workload,
     network_configs,
 )
-from lbsim.schemes.registry import scheme_configs
+from lbsim.schemes.registry import BASELINE_SCHEME, scheme_configs
 
 
 def _default_scheme() -> object:
-    return scheme_configs()["bsp"]()
+    return scheme_configs()[BASELINE_SCHEME]()
 
 
 @dataclass(frozen=True)

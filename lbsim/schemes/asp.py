@@ -28,7 +28,6 @@ class ASP:
     """Asynchronous: push, apply on arrival, pull, never wait."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = False
     driver: ClassVar[str] = "async"
 
     def __init__(self, config: ASPConfig, ctx: SchemeContext) -> None:

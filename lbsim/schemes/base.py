@@ -5,7 +5,7 @@ The scheme decides, the engine enacts. A scheme is a plain object built from its
 moments a real system would and carry out what it returns; a scheme never sees the engine's
 future (an oracle ablation is the one named exception, and says so in its name).
 
-Two families:
+Three families, told apart by the scheme class's ``driver`` (:data:`Driver`) alone:
 
 * :class:`SyncScheme` — one global update per round. The engine asks for every worker's batch at
   each barrier (:meth:`SyncScheme.next_batches`, given the round's observations) and how many
@@ -14,6 +14,11 @@ Two families:
   of every applied push (:meth:`AsyncScheme.on_push`, with the server's time), asks before each
   iteration whether a worker may start (:meth:`AsyncScheme.may_start`, given every worker's
   clock) and which batch it takes.
+* :class:`WBSPScheme` — workers keep taking local steps; a round closes at the designated slowest
+  worker's upload (:meth:`WBSPScheme.on_upload`).
+
+Optional capabilities, checked with ``isinstance``: :class:`LocalityAware`,
+:class:`RobustAggregation`, :class:`DecisionLog`.
 """
 
 from __future__ import annotations
@@ -21,13 +26,16 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Literal, Protocol, runtime_checkable
+from typing import Any, ClassVar, Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 
 from lbsim.fetch import DataLayout
 
 WorkerKind = Literal["gpu", "cpu"]
+Driver = Literal["sync", "async", "wbsp"]
+"""Which engine loop carries out a scheme's decisions: the one discriminator between scheme families
+(each engine keeps a driver -> loop table; neither branches on scheme names)."""
 
 
 @dataclass(frozen=True)
@@ -159,7 +167,6 @@ class SyncScheme(Protocol):
     """A synchronous scheme: a barrier and one global update per round."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool]
     driver: ClassVar[str]  # "sync": the engine's round/barrier loop
     required_gradients: int
 
@@ -189,12 +196,25 @@ class LocalityAware(Protocol):
         ...
 
 
+def local_counts(scheme: object, layout: DataLayout | None, batches: Sequence[int]) -> tuple[int, ...]:
+    """Local samples of every worker's batch: the scheme's if :class:`LocalityAware` (checked to fit the
+    batches), else uniform sampling (:meth:`DataLayout.default_local`); all of it without a layout.
+    Both engines ask this."""
+    if layout is None:
+        return tuple(int(b) for b in batches)  # data local and free: every sample is local
+    if isinstance(scheme, LocalityAware):
+        chosen = tuple(int(v) for v in scheme.local_samples())
+        if len(chosen) != len(batches) or any(not 0 <= v <= b for v, b in zip(chosen, batches, strict=True)):
+            raise RuntimeError(f"scheme's local samples {chosen} do not fit its batches {tuple(batches)}")
+        return chosen
+    return tuple(layout.default_local(w, int(b)) for w, b in enumerate(batches))
+
+
 @runtime_checkable
 class AsyncScheme(Protocol):
     """An asynchronous parameter-server scheme: a gate per worker iteration."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool]
     driver: ClassVar[str]  # "async": the engine's parameter-server loop with a gate per iteration
 
     def batch(self, worker: int) -> int:
@@ -221,6 +241,95 @@ class AsyncScheme(Protocol):
     # asked, ``may_start`` can only change its answer when this key changes; the engine then
     # re-asks its blocked workers only when the key has changed (an O(1) check per push instead
     # of one call per blocked worker). Schemes without it are re-asked at every push.
+
+
+@runtime_checkable
+class WBSPScheme(Protocol):
+    """A worker-busy synchronous scheme (driver ``wbsp``): workers keep taking local steps; the
+    server closes a round when the designated slowest worker uploads."""
+
+    name: ClassVar[str]
+    driver: ClassVar[str]  # "wbsp"
+    overlap: bool  # communication overlaps computation (a compute and a communication loop per worker)
+    overlap_pull_blocks: bool  # overlap: a step boundary reached during a flagged pull waits for it
+
+    def batch(self, worker: int) -> int:
+        """The batch of every local step of ``worker``."""
+        ...
+
+    def observe(self, obs: WorkerObservation) -> None:
+        """A worker finished a local step."""
+        ...
+
+    def observe_step(self, worker: int, step_s: float) -> None:
+        """:meth:`observe` given the step time alone."""
+        ...
+
+    def on_upload(self, worker: int, steps: int, time_s: float) -> bool:
+        """The server applied an upload of ``steps`` local steps; True when it closes the round."""
+        ...
+
+    def diagnostics(self) -> dict[str, object]:
+        """Scheme-specific summary fields, added to ``summary.json``."""
+        ...
+
+
+Scheme = SyncScheme | AsyncScheme | WBSPScheme
+"""Any scheme; its ``driver`` says which of the three it is."""
+
+
+def is_synchronous(scheme: object) -> bool:
+    """One global update per round with every worker at the barrier (driver ``sync``)? The summary's
+    barrier-wait column and the planned worker-iterations follow from it; it is read off the driver."""
+    return getattr(scheme, "driver", None) == "sync"
+
+
+def _of_driver(scheme: object, driver: str) -> None:
+    got = getattr(scheme, "driver", None)
+    if got != driver:
+        raise TypeError(f"scheme {getattr(scheme, 'name', scheme)!r} has driver {got!r}, not {driver!r}")
+
+
+def as_sync(scheme: object) -> SyncScheme:
+    """``scheme`` as the :class:`SyncScheme` its driver ``sync`` says it is (TypeError otherwise)."""
+    _of_driver(scheme, "sync")
+    return cast(SyncScheme, scheme)
+
+
+def as_async(scheme: object) -> AsyncScheme:
+    """``scheme`` as the :class:`AsyncScheme` its driver ``async`` says it is (TypeError otherwise)."""
+    _of_driver(scheme, "async")
+    return cast(AsyncScheme, scheme)
+
+
+def as_wbsp(scheme: object) -> WBSPScheme:
+    """``scheme`` as the :class:`WBSPScheme` its driver ``wbsp`` says it is (TypeError otherwise)."""
+    _of_driver(scheme, "wbsp")
+    return cast(WBSPScheme, scheme)
+
+
+@runtime_checkable
+class RobustAggregation(Protocol):
+    """Optional: how an update combines the workers' gradients (rule, tolerance f) for lbsim.aggregation.
+    Without it an update is the batch-weighted mean."""
+
+    @property
+    def aggregation_rule(self) -> tuple[str, int]: ...
+
+
+MEAN_AGGREGATION: tuple[str, int] = ("mean", 0)
+
+
+def aggregation_of(scheme: object) -> tuple[str, int]:
+    """The scheme's aggregation rule (:class:`RobustAggregation`), else the batch-weighted mean."""
+    return scheme.aggregation_rule if isinstance(scheme, RobustAggregation) else MEAN_AGGREGATION
+
+
+@runtime_checkable
+class DecisionLog(Protocol):
+    """Optional: the scheme's own per-decision log, written as ``decisions.csv``."""
+
+    def decision_rows(self) -> Any: ...
 
 
 class Clocks(list):  # type: ignore[type-arg]

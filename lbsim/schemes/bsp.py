@@ -49,7 +49,6 @@ class BSP:
     """Bulk synchronous: equal batches, a barrier and one update every round."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = True
     driver: ClassVar[str] = "sync"
 
     def __init__(self, config: BSPConfig, ctx: SchemeContext) -> None:

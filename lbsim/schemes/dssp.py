@@ -76,7 +76,6 @@ class DSSP:
     """Dynamic SSP: a bound s_L, stretched up to s_U for the fastest when it pays."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = False
     driver: ClassVar[str] = "async"
 
     def __init__(self, config: DSSPConfig, ctx: SchemeContext) -> None:

@@ -45,7 +45,6 @@ class ElasticBSP:
     """ElasticBSP: ZipLine picks each superstep's barrier from predicted iteration end times."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = False
     driver: ClassVar[str] = "async"
 
     def __init__(self, config: ElasticBSPConfig, ctx: SchemeContext) -> None:

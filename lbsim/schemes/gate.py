@@ -49,7 +49,8 @@ class Gate:
             if key == self._held_key:
                 return []  # every held worker was asked at this key: no answer can have changed
         may_start = self.scheme.may_start
-        released, still = [], []
+        released: list[int] = []
+        still: list[int] = []
         for v in self.held:
             (released if may_start(v, clocks) else still).append(v)
         self.held = still

@@ -66,7 +66,6 @@ class LBBSP:
     """Load-balanced BSP: re-size every worker's batch at each barrier to equalise finish times."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = True
     driver: ClassVar[str] = "sync"
 
     def __init__(self, config: LBBSPConfig, ctx: SchemeContext) -> None:
@@ -128,6 +127,7 @@ class LBBSP:
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
         obs = observation_columns(observation.workers, self._fields)
         measured = obs["compute_s"]
+        assert measured is not None  # compute_s is always observed (only oracle_slowdown may be None)
         if self.predicted_s is not None:
             err = np.abs(self.predicted_s - measured)
             self._abs_err.append(err)

@@ -80,7 +80,6 @@ class LOFT:
     """LOFT (reconstructed): fetch+compute-aware batch and locality sizing, robust aggregation."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = True
     driver: ClassVar[str] = "sync"
 
     def __init__(self, config: LOFTConfig, ctx: SchemeContext) -> None:

@@ -18,6 +18,9 @@ from typing import Any, TypeVar
 from lbsim.errors import InputError
 
 _SCHEMES: dict[str, tuple[type, type]] = {}
+
+BASELINE_SCHEME = "bsp"
+"""The reference scheme: a scenario's default, the base of every speedup, what profiling runs."""
 C = TypeVar("C", bound=type)
 
 
@@ -33,6 +36,13 @@ def register_scheme(name: str, config: type) -> Callable[[C], C]:
         return cls
 
     return deco
+
+
+def unregister_scheme(name: str) -> None:
+    """Forget scheme ``name`` (a test's toy scheme, registered for one test)."""
+    cfg = _SCHEMES.pop(name)[1]
+    if getattr(cfg, "kind", None) == name:
+        del cfg.kind  # type: ignore[attr-defined]
 
 
 def _load_all() -> None:

@@ -34,7 +34,6 @@ class SSP:
     """Stale synchronous: run ahead of the slowest by at most `staleness` clocks."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = False
     driver: ClassVar[str] = "async"
 
     def __init__(self, config: SSPConfig, ctx: SchemeContext) -> None:

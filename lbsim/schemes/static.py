@@ -28,7 +28,6 @@ class Static:
     """Static split: batches proportional to nominal speed, fixed for the run."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = True
     driver: ClassVar[str] = "sync"
 
     def __init__(self, config: StaticConfig, ctx: SchemeContext) -> None:

@@ -64,12 +64,12 @@ class WBSP:
     """Worker-busy synchronous: fast workers keep stepping; a round closes at the slowest's upload."""
 
     name: ClassVar[str]
-    synchronous: ClassVar[bool] = False
     driver: ClassVar[str] = "wbsp"
 
     def __init__(self, config: WBSPConfig, ctx: SchemeContext) -> None:
         self.cfg = config
         self.overlap = config.overlap
+        self.overlap_pull_blocks = config.overlap_pull_blocks
         n = ctx.workers
         self._batches = even_split(ctx.global_batch, n)
         check_even_split(self._batches, ctx, self.name)

@@ -127,9 +127,9 @@ class AffineFitBank:
             self._same_n = False
             return
         if self._same_n and self._n.size:
-            c = int(self._n[0]) % h  # every fit writes the same columns
-            self._x[:, c] = self._x[:, c + h] = batches
-            self._t[:, c] = self._t[:, c + h] = times_s
+            c0 = int(self._n[0]) % h  # every fit writes the same columns
+            self._x[:, c0] = self._x[:, c0 + h] = batches
+            self._t[:, c0] = self._t[:, c0 + h] = times_s
         else:
             rows = np.arange(len(self.a0))
             c = self._n % h
@@ -144,8 +144,8 @@ class AffineFitBank:
             n = int(self._n[0])
             s = n % h if n >= h else 0
             return self._x[rows, s : s + k], self._t[rows, s : s + k]
-        n = self._n[rows]
-        idx = np.where(n >= h, n % h, 0)[:, None] + np.arange(k)
+        ns = self._n[rows]
+        idx = np.where(ns >= h, ns % h, 0)[:, None] + np.arange(k)
         return np.take_along_axis(self._x[rows], idx, axis=1), np.take_along_axis(self._t[rows], idx, axis=1)
 
     def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
