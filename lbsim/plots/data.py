@@ -117,11 +117,15 @@ class SweepData:
         return read_run(self.path / "runs" / run)
 
     def number(self, row: dict[str, str], column: str) -> float:
-        v = row.get(column, "")
-        try:
-            return float(v)
-        except ValueError:
-            return float("nan")
+        return _number(row.get(column, ""))
+
+
+def _number(text: str) -> float:
+    """A CSV cell as a float; NaN where it holds none (an empty cell, a name)."""
+    try:
+        return float(text)
+    except ValueError:
+        return float("nan")
 
 
 def read_sweep(path: Path) -> SweepData:
@@ -147,10 +151,7 @@ class CompareData:
 
     def number(self, scheme: str, column: str) -> float:
         row = next((r for r in self.rows if r.get("scheme") == scheme), {})
-        try:
-            return float(row.get(column, ""))
-        except ValueError:
-            return float("nan")
+        return _number(row.get(column, ""))
 
 
 def read_compare(path: Path) -> CompareData:
