@@ -108,15 +108,12 @@ class Run:
 
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002 - as the CLI's --format
         """Write the run folder ``out`` as ``lbsim run --out out --format format`` would; returns ``out``."""
-        from lbsim.metrics.writers import write_json
-        from lbsim.output import write_run, write_scenario
-        from lbsim.provenance import INVOCATION, invocation
+        from lbsim.output import write_run, write_run_header
 
         if self._records is None or self.scenario is None:
             raise ValueError("only a simulated run can be saved (a loaded one is already on disk)")
         folder = Path(out)
-        write_scenario(folder, self.scenario)
-        write_json(folder / INVOCATION, invocation(["python", "lbsim.api", *sys.argv]))
+        write_run_header(folder, self.scenario, ["python", "lbsim.api", *sys.argv])
         r = self._records
         write_run(folder, r.iterations, r.updates, r.summary, r.decisions, r.numerics, fmt=format)
         self.path = folder
@@ -158,16 +155,15 @@ class Comparison:
 
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002
         """Write ``out/<scheme>/`` for each run and ``out/compare.csv``, as ``lbsim compare --out out``."""
-        from lbsim.metrics.summary import add_speedups, compare_columns
-        from lbsim.metrics.writers import atomic_write_text, csv_text
+        from lbsim.metrics.summary import add_speedups
+        from lbsim.output import write_compare_table
 
         folder = Path(out)
         summaries = [dict(r.summary) for r in self.runs.values()]
         add_speedups(summaries)
         for name, run in self.runs.items():
             run.save(folder / name, format=format)
-        columns = compare_columns(summaries)
-        atomic_write_text(folder / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
+        write_compare_table(folder, summaries)
         self.path = folder
         return folder
 

@@ -85,14 +85,11 @@ SIMULATE_SHARE = 0.7  # of the progress bar; writing the files is the rest
 
 
 def _run_one(scenario: Any, out: Path, label: str, *, trace: str | None = None, fmt: str = "csv") -> dict[str, Any]:
-    from lbsim.metrics.writers import write_json
-    from lbsim.output import write_run, write_scenario
+    from lbsim.output import write_run, write_run_header
     from lbsim.progress import LazyProgress
-    from lbsim.provenance import INVOCATION, invocation
     from simulator.run import simulate
 
-    write_scenario(out, scenario)
-    write_json(out / INVOCATION, invocation(["lbsim", *_ARGV]))
+    write_run_header(out, scenario, ["lbsim", *_ARGV])
     with LazyProgress(f"{label}: simulate") as bar:
         result = simulate(scenario, progress=lambda f: bar.update(SIMULATE_SHARE * f))
         shares = iter((SIMULATE_SHARE, 0.95, 0.97, 0.99))  # iterations is by far the largest table
@@ -147,8 +144,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lbsim.metrics.summary import add_speedups, compare_columns
-    from lbsim.metrics.writers import atomic_write_text, csv_text
+    from lbsim.metrics.summary import add_speedups
+    from lbsim.output import write_compare_table
     from lbsim.run_folder import staged_run
     from lbsim.scenario.loader import load_scenario
 
@@ -177,8 +174,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if add_speedups(summaries):  # numerics mode: which scheme reaches the target accuracy first
             extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
                       ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
-        columns = compare_columns(summaries)
-        atomic_write_text(stage / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
+        write_compare_table(stage, summaries)
     if not args.quiet:
         _table(summaries, f"{scenarios[0].name or args.scenario} — same scenario and seed {summaries[0]['seed']}",
                extra=extra)

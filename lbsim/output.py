@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.metrics.records import IterationTable, RecordTable, UpdateTable
-from lbsim.metrics.writers import Format, atomic_write_text, rows_to_columns, write_json, write_table
-from lbsim.provenance import PROVENANCE, provenance
+from lbsim.metrics.summary import compare_columns
+from lbsim.metrics.writers import Format, atomic_write_text, csv_text, rows_to_columns, write_json, write_table
+from lbsim.provenance import INVOCATION, PROVENANCE, invocation, provenance
 from lbsim.scenario.loader import dump_scenario
 from lbsim.scenario.schema import Scenario
 
@@ -28,6 +29,18 @@ TABLES = ("iterations", "updates", "decisions", "numerics")
 
 def write_scenario(out: Path, scenario: Scenario) -> None:
     atomic_write_text(out / "scenario.resolved.yaml", dump_scenario(scenario))
+
+
+def write_run_header(out: Path, scenario: Scenario, argv: Sequence[str]) -> None:
+    """What a run folder says before its results: the scenario as run and ``invocation.json``."""
+    write_scenario(out, scenario)
+    write_json(out / INVOCATION, invocation(list(argv)))
+
+
+def write_compare_table(out: Path, summaries: Sequence[dict[str, Any]]) -> None:
+    """``out/compare.csv``: every scheme's summary (speedups added), a row each."""
+    columns = compare_columns(summaries)
+    atomic_write_text(out / "compare.csv", csv_text(columns, ([s.get(c) for c in columns] for s in summaries)))
 
 
 def _columns(records: Sequence[Any], kind: type[RecordTable]) -> dict[str, Any]:
@@ -44,7 +57,6 @@ def write_run(
     numerics: Sequence[dict[str, float]] = (),
     *,
     fmt: Format = "csv",
-    engine: str | None = None,
     on_file: Callable[[str], None] | None = None,
 ) -> None:
     """Write the run's tables as ``fmt``, ``provenance.json``, then ``summary.json``.
@@ -60,5 +72,5 @@ def write_run(
         if on_file is not None:
             on_file(f"{name}.{fmt}")
         write_table(out / f"{name}.{fmt}", columns(), fmt)
-    write_json(out / PROVENANCE, provenance(engine or summary.get("engine")))
+    write_json(out / PROVENANCE, provenance(summary.get("engine")))
     write_json(out / "summary.json", summary)

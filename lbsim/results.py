@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 
-from lbsim.errors import InputError
 from lbsim.metrics.records import ITERATION_DTYPES, UPDATE_DTYPES
 from lbsim.metrics.writers import FORMATS
 
@@ -86,9 +85,3 @@ def compare_schemes(path: Path) -> list[str]:
     frame = read_frame(path / "compare.csv")
     names = [str(s) for s in frame.get_column("scheme").to_list()] if "scheme" in frame.columns else []
     return [n for n in names if is_run_dir(path / n)]
-
-
-def require(path: Path, kind: str) -> None:
-    ok = {"run": is_run_dir, "sweep": is_sweep_dir, "compare": is_compare_dir}[kind](path)
-    if not ok:
-        raise InputError(str(path), f"not a {kind} folder")
