@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
-from lbsim.metrics.run_end import cut_row
+from lbsim.metrics.run_end import cut_row, stop_reached
 from lbsim.network.parameter_server import link_s
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
@@ -106,8 +106,7 @@ class AsyncDriver:
                 applier.release()
             else:
                 applier.busy = False
-            if env.stopped or (target is not None and updates._n >= target) or (
-                    sample_target is not None and env.samples_applied >= sample_target):  # not env.may_update()
+            if env.stopped or stop_reached(updates._n, env.samples_applied, target, sample_target):  # not env.may_update()
                 return
             update = updates._n  # env.record_update(batch, 1), inlined
             staleness = update - pulled_version
@@ -125,8 +124,7 @@ class AsyncDriver:
                 assert read is not None and samples is not None  # both set whenever numerics are on
                 numerics.push(w, read, samples, env._now)
             tick(w)
-            final = env.stopped or (target is not None and updates._n >= target) or (
-                sample_target is not None and env.samples_applied >= sample_target)  # not env.may_update()
+            final = env.stopped or stop_reached(updates._n, env.samples_applied, target, sample_target)
             if not final:
                 if not admit(w):
                     yield self._hold(w)

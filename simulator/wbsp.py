@@ -87,7 +87,6 @@ class Step:
     busy_since: float | None = None  # start of a pull / pull stall in progress (to cut at the end)
     end_s: float | None = None
     update: int = -1
-    samples: int = 0
     delta: Any = None  # numerics: the change this step made to its worker's model
     cut: bool = False  # the run's end came before the step's (lbsim.metrics.run_end)
 
@@ -156,7 +155,7 @@ class WBSPDriver:
                 s.end_s = env.now
                 s.cut = True
             elif s.end_s is None:  # in the update, not ended: its row if the run ends first
-                env.open_row((s.worker, s.iteration), partial(self._cut_row, s))
+                env.open_row((s.worker, s.iteration), partial(self._row, s, cut=True))
             self._emit(s)
         if final:
             env.finish()
@@ -167,10 +166,6 @@ class WBSPDriver:
         fetch_s = s.compute_start_s - s.start_s
         return (s.worker, s.iteration, s.update, s.start_s, compute_s, end_s - s.start_s - fetch_s - compute_s - s.wait_s,
                 s.wait_s, end_s, s.batch, s.update - s.base_version, False, self.rounds.weight(s.update, s.batch), fetch_s, cut)
-
-    def _cut_row(self, s: Step, end_s: float) -> tuple[Any, ...]:
-        """Step s, in an update, cut by the run's end at ``end_s`` (time budget)."""
-        return self._row(s, end_s, True)
 
     def _emit(self, s: Step) -> None:
         if s.end_s is None or s.update < 0:

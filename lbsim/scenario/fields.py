@@ -71,13 +71,8 @@ def _did_you_mean(word: Any, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def _short(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, cut to ``limit`` characters (error messages stay one short line; never builds more)."""
-    return short_repr(value, limit)
-
-
 def _describe(value: Any) -> str:
-    return f"{_short(value)} ({type(value).__name__})"
+    return f"{short_repr(value)} ({type(value).__name__})"
 
 
 def _type_name(tp: Any) -> str:
@@ -146,7 +141,7 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed or isinstance(value, bool) != any(isinstance(a, bool) for a in allowed):
-            raise InputError(path, f"{_short(value)} is not allowed; valid: {', '.join(map(str, allowed))}")
+            raise InputError(path, f"{short_repr(value)} is not allowed; valid: {', '.join(map(str, allowed))}")
         return value
     if dataclasses.is_dataclass(tp):
         return parse(typing.cast(type, tp), value, path)
@@ -165,7 +160,7 @@ def _convert(tp: Any, value: Any, path: str, meta: Mapping[str, Any]) -> Any:
             raise InputError(path, f"expected a number, got {_describe(value)}")
         f = float(value)
         if f != f or f in (float("inf"), float("-inf")):
-            raise InputError(path, f"expected a finite number, got {_short(value)}")
+            raise InputError(path, f"expected a finite number, got {short_repr(value)}")
         return _bounded(f, path, meta)
     if tp is str:
         if not isinstance(value, str):
@@ -226,7 +221,7 @@ def parse_variant(registry: Mapping[str, type], data: Any, path: str) -> Any:
     if name is None:
         raise InputError(_join(path, "name"), f"required key is missing; valid: {valid}")
     if not isinstance(name, str) or name not in registry:
-        raise InputError(_join(path, "name"), f"unknown {_short(name)}{_did_you_mean(name, registry)}; valid: {valid}")
+        raise InputError(_join(path, "name"), f"unknown {short_repr(name)}{_did_you_mean(name, registry)}; valid: {valid}")
     rest = {k: v for k, v in data.items() if k != "name"}
     return parse(registry[name], rest, path)
 
