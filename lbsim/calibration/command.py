@@ -10,10 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from lbsim.calibration.fit import CV_MAX
-from lbsim.calibration.measured import parse_placement, placement_label, read_measurements
+from lbsim.calibration.fit import CV_MAX, geomean_abs
+from lbsim.calibration.measured import parse_fit_placements, placement_label, read_measurements
 from lbsim.calibration.run import Prediction, calibrate_to
 from lbsim.errors import InputError
 
@@ -39,13 +37,6 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
 
-def parse_fit_placements(text: str) -> tuple[tuple[int, ...], ...]:
-    items = [s for s in text.split(",") if s.strip()]
-    if not items:
-        raise InputError("--fit-placements", "give at least one placement, e.g. 2,4,11,22,1111")
-    return tuple(parse_placement(s, "--fit-placements") for s in items)
-
-
 def parse_jitter_cv(text: str | None) -> float | None:
     """``--jitter-cv``: None (fit) for ``fit``, else a CV >= 0 (default 0)."""
     if text is None:
@@ -59,10 +50,6 @@ def parse_jitter_cv(text: str | None) -> float | None:
     if not 0.0 <= value <= CV_MAX:
         raise InputError("--jitter-cv", f"must be `fit` or a number in [0, {CV_MAX:g}], got {text!r}")
     return value
-
-
-def geomean_abs(errors: Sequence[float]) -> float:
-    return float(np.exp(np.mean(np.log1p(np.abs(errors)))) - 1.0) if len(errors) else float("nan")
 
 
 def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:

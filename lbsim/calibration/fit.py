@@ -256,5 +256,11 @@ def calibrate_rows(
     chosen = next(a for a in algorithms if residuals[a] <= best_cost * (1.0 + PREFER_WITHIN))
     figures = fitted[chosen]
     pred = predict_rows(fit_rows, curve, figures, gradient_bytes)
-    fit_error = float(np.exp(np.mean(np.log1p(np.abs(pred / np.exp(y) - 1.0)))) - 1.0)
+    fit_error = geomean_abs(pred / np.exp(y) - 1.0)
     return Calibration(curve, figures, gradient_bytes, tuple(fit_placements), fit_error, residuals, s_sync is not None)
+
+
+def geomean_abs(errors: Sequence[float] | np.ndarray) -> float:
+    """Geometric-mean absolute relative error ``exp(mean(log(1 + |e|))) − 1`` (NaN for none)."""
+    e = np.abs(np.asarray(errors, dtype=np.float64))
+    return float(np.exp(np.mean(np.log1p(e))) - 1.0) if e.size else float("nan")

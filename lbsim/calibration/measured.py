@@ -69,6 +69,13 @@ def parse_placement(text: str, where: str) -> tuple[int, ...]:
     return sizes
 
 
+def parse_fit_placements(text: str) -> tuple[tuple[int, ...], ...]:
+    items = [s for s in text.split(",") if s.strip()]
+    if not items:
+        raise InputError("--fit-placements", "give at least one placement, e.g. 2,4,11,22,1111")
+    return tuple(parse_placement(s, "--fit-placements") for s in items)
+
+
 def _positive(value: str, where: str, *, integer: bool = False) -> float:
     try:
         x = float(value)

@@ -30,8 +30,8 @@ import numpy as np
 
 from lbsim.calibration import pollux
 from lbsim.calibration.compute import fit_compute_curve
-from lbsim.calibration.fit import calibrate_rows, intra_bounds_for, predict_rows
-from lbsim.calibration.measured import Row, parse_placement, read_measurements
+from lbsim.calibration.fit import calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
+from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements
 from lbsim.calibration.model import LinkFigures
 from lbsim.calibration.run import check_instance
 from lbsim.network.overlap import OverlapParams
@@ -48,11 +48,6 @@ MODELS: dict[str, tuple[int, float]] = {
 CATALOG_INSTANCE = "g4dn.12xlarge"
 # other fit subsets (robustness): a model that is right generalises whichever small placements it is fitted on
 ALT_SUBSETS = ("2,4,11,22,111", "2,4,22,44,11")
-
-
-def geomean_abs(errors: Sequence[float] | np.ndarray) -> float:
-    e = np.abs(np.asarray(errors, dtype=np.float64))
-    return float(np.exp(np.mean(np.log1p(e))) - 1.0) if e.size else float("nan")
 
 
 @dataclass(frozen=True)
@@ -91,7 +86,7 @@ def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = "0") -> Mo
     with (dest / "predictions.csv").open(newline="", encoding="utf-8") as fh:
         pred = list(csv.DictReader(fh))
     rows = read_measurements(src)
-    fit = [parse_placement(p, "--fit-placements") for p in FIT_PLACEMENTS.split(",")]
+    fit = list(parse_fit_placements(FIT_PLACEMENTS))
     pp = pollux.fit(rows, fit)
     measured = np.array([r.step_time_s for r in rows])
     return ModelResult(
@@ -115,7 +110,7 @@ class SubsetResult:
 
 
 def held_out_summary(subset: str, model: str, rows: Sequence[Row], err: np.ndarray, algorithm: str) -> SubsetResult:
-    fit = {parse_placement(p, "--fit-placements") for p in subset.split(",")}
+    fit = set(parse_fit_placements(subset))
     held = np.array([r.gpus > 1 and r.placement not in fit for r in rows])
     labels = np.array([r.label for r in rows])
     per = {p: geomean_abs(err[held & (labels == p)]) for p in sorted(set(labels[held]))}
@@ -133,7 +128,7 @@ def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS,
     measured = np.array([r.step_time_s for r in rows])
     out = []
     for subset in subsets:
-        fit = [parse_placement(p, "--fit-placements") for p in subset.split(",")]
+        fit = list(parse_fit_placements(subset))
         cal = calibrate_rows(rows, fit, gradient_bytes, intra_bounds=bounds, jitter_cv=jitter_cv)
         err = predict_rows(rows, cal.curve, cal.figures, gradient_bytes) / measured - 1.0
         out.append(held_out_summary(subset, model, rows, err, cal.figures.algorithm))

@@ -91,7 +91,6 @@ class AllReducePlan:
             raise ValueError(f"unknown all-reduce algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
         if not 0.0 <= chunk_share <= 1.0:
             raise ValueError(f"pipeline chunk share must be in [0, 1], got {chunk_share!r}")
-        self.topology = topology
         self.chunk_share = chunk_share
         sizes = np.array(topology.node_sizes, dtype=np.int64)
         self.n = int(sizes.sum())
