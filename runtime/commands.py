@@ -103,7 +103,7 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     if args.nproc is not None and args.nproc != n:
         server = " (the workers plus a parameter server)" if any(uses_server(s) for s in names) else ""
         raise InputError("--nproc", f"validating {', '.join(names)} needs {n} processes{server}; give --nproc {n} or leave it out")
-    repeats = int(getattr(args, "repeats", 1) or 1)
+    repeats = args.repeats
     if repeats < 1:
         raise InputError("--repeats", f"must be >= 1, got {repeats}")
     with staged_run(out) as stage:  # the whole validation (profiles, runs, reports) is swapped in at the end

@@ -373,11 +373,6 @@ class WBSPLog(PushLog):
         """Rounds closed (= the open round's index = the newest snapshot's version)."""
         return self.round_book.closed
 
-    @property
-    def samples_of(self) -> list[int]:
-        """Samples of each closed round."""
-        return self.round_book.samples_of
-
     def join(self, worker: int, first: int, steps: int, batch: int) -> None:
         """``worker``'s upload of steps ``first .. first + steps - 1`` was applied: they join the open round."""
         for it in range(first, first + steps):
@@ -450,7 +445,7 @@ class Server:
         if closes:
             self.snapshot.copy_(self.w)
             update = self.log.close_round(t_apply)
-            self.final = self.spec.is_last(update, t_apply, sum(self.log.samples_of))
+            self.final = self.spec.is_last(update, t_apply, self.log.round_book.samples_applied)
             if self.final:
                 self.end_s = t_apply
 

@@ -117,12 +117,10 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
 
 def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
-    from lbsim.scenario.resolve import resolve_run, scheme_context
+    from lbsim.scenario.resolve import resolve_run
     from runtime.loop import LoopSpec
 
-    run = resolve_run(scenario)
-    if run.workers != workers:  # not the scenario's own workers: resolve for these
-        run = replace(run, workers=workers, context=scheme_context(scenario, workers))
+    run = resolve_run(scenario)  # the workers passed in are these (run_job takes them from it)
     return LoopSpec(
         scenario=scenario, workers=workers, training=training, options=job.options,
         scheme_factory=run.scheme,  # a fresh scheme per run, from the scenario resolved once

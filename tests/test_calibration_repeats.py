@@ -29,3 +29,19 @@ def test_progress_never_goes_backwards() -> None:
     for f in (0.1, 0.3, 0.2, 0.3, 0.9, 0.5, 1.2):
         p(f)
     assert seen == [0.1, 0.3, 0.9, 1.0]
+
+
+def test_zero_repeats_is_refused_before_anything_runs(tmp_path, capsys) -> None:
+    """``--repeats 0`` is a user mistake (exit 2, the option named), not silently one repeat."""
+    import pytest
+
+    pytest.importorskip("torch")
+    from pathlib import Path
+
+    from lbsim.cli import main
+
+    scenario = Path(__file__).resolve().parents[1] / "scenarios" / "validation" / "cpu4.yaml"
+    out = tmp_path / "v"
+    assert main(["validate", str(scenario), "--repeats", "0", "--out", str(out)]) == 2
+    assert "--repeats" in capsys.readouterr().err
+    assert not out.exists()

@@ -29,6 +29,7 @@ class Rounds(Generic[S]):
         self.batch_of = batch_of
         self.open: list[S] = []  # steps whose deltas are applied in the open round
         self.samples_of: list[int] = []  # samples of each closed round
+        self.samples_applied = 0  # their sum (the run's samples so far)
         self.flagged = [False] * workers  # the reply to the worker's next upload tells it to pull
 
     @property
@@ -46,6 +47,7 @@ class Rounds(Generic[S]):
         samples = sum(self.batch_of(s) for s in steps)
         update = len(self.samples_of)
         self.samples_of.append(samples)
+        self.samples_applied += samples
         self.flagged = [True] * self.workers
         return update, samples, steps
 
