@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lbsim.errors import InputError
+from lbsim.metrics.writers import fsync_dir, new_folder_mode
 
 # A folder holding any of these was written by lbsim (a run, compare, train, profile or validate).
 RUN_MARKERS = ("scenario.resolved.yaml", "summary.json", "compare.csv", "failure.json", "profile.json",
@@ -92,15 +93,6 @@ def check_replaceable(out: Path) -> None:
         raise InputError("--out", f"{out} is not empty and holds no lbsim run; give a new or an lbsim output folder")
 
 
-def _fsync_dir(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux renameat2 RENAME_EXCHANGE); False where that is not available."""
     if not sys.platform.startswith("linux"):
@@ -121,7 +113,7 @@ def _exchange(a: Path, b: Path) -> bool:
 
 def swap_in(stage: Path, out: Path) -> None:
     """Make the complete folder ``stage`` the new ``out``; the previous ``out`` (if any) is removed."""
-    _fsync_dir(stage)
+    fsync_dir(stage)
     if not out.exists():
         os.rename(stage, out)
     elif _exchange(stage, out):
@@ -132,7 +124,7 @@ def swap_in(stage: Path, out: Path) -> None:
         os.rename(out, prev)
         os.rename(stage, out)
         shutil.rmtree(prev, ignore_errors=True)
-    _fsync_dir(out.parent)
+    fsync_dir(out.parent)
 
 
 def _recover(out: Path) -> None:
@@ -175,9 +167,7 @@ def staged_run(out: Path, *, keep_on: tuple[type[BaseException], ...] = ()) -> I
             stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         except OSError as err:
             raise InputError("--out", f"cannot write to {out.parent}: {err.strerror or err}") from None
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(stage, 0o777 & ~mask)  # mkdtemp makes 0700; a run folder is as readable as any new folder
+        new_folder_mode(stage)  # mkdtemp makes 0700; a run folder is as readable as any new folder
         try:
             yield stage
         except keep_on:

@@ -57,6 +57,21 @@ def umask() -> int:
     return mask
 
 
+def new_folder_mode(path: Path) -> None:
+    """Give a folder made private (``mkdtemp``: 0700) the mode any new folder gets: ``0777 & ~umask``."""
+    os.chmod(path, 0o777 & ~umask())
+
+
+def fsync_dir(path: Path) -> None:
+    """Flush a folder's entries (its renames) to disk, where the OS lets a folder be opened."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def file_mode() -> int:
     """The mode a new file gets from ``open()``: ``0o666 & ~umask`` (0644 under umask 022)."""
     return 0o666 & ~umask()

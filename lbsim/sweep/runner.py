@@ -35,7 +35,7 @@ from typing import Any
 
 from lbsim import __version__
 from lbsim.errors import InputError
-from lbsim.metrics.writers import Format, atomic_write_bytes, atomic_write_text, csv_text, json_text
+from lbsim.metrics.writers import Format, atomic_write_bytes, atomic_write_text, csv_text, fsync_dir, json_text, new_folder_mode
 from lbsim.provenance import provenance
 from lbsim.run_folder import folder_lock
 from lbsim.sweep.backends import Backend
@@ -104,34 +104,19 @@ def previous_versions(out: Path) -> list[str]:
     return [str(v) for v in versions] if isinstance(versions, list) else []
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:  # e.g. Windows: directories cannot be opened
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def commit_run(runs_dir: Path, run: str, files: dict[str, bytes]) -> None:
     """Write ``runs_dir/run/`` atomically: every file into a temporary folder, then one rename."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{run}.", suffix=".tmp", dir=runs_dir))
     try:
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(tmp, 0o777 & ~mask)  # mkdtemp makes 0700; a run folder is as readable as any new folder
+        new_folder_mode(tmp)  # mkdtemp makes 0700; a run folder is as readable as any new folder
         for name, content in files.items():
             atomic_write_bytes(tmp / name, content)
-        _fsync_dir(tmp)
+        fsync_dir(tmp)
         os.rename(tmp, runs_dir / run)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync_dir(runs_dir)
+    fsync_dir(runs_dir)
 
 
 def _finished(runs_dir: Path, run: str) -> dict[str, Any] | None:
