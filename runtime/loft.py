@@ -35,7 +35,7 @@ of :mod:`lbsim.aggregation`: unweighted, ``f`` largest and smallest dropped / th
 two middle values for even n), and an ``all_gather`` of the chunks gives every rank the same bytes,
 so replicas stay bit-identical. Rank 0's tail (next batches, local counts, stop flag) rides in its
 row of that all-gather. Rule ``mean`` keeps the batch-weighted all-reduce. Every rank asks the
-scheme for the rule (:func:`aggregation_rule`: LOFT's ``aggregation_rule``; other schemes: ``mean``),
+scheme for the rule (:func:`lbsim.schemes.base.aggregation_of`: LOFT's ``aggregation_rule``; other schemes: ``mean``),
 so profiling a LOFT scenario measures the exchange the run will make.
 
 **Byzantine ranks** (``numerics.byzantine``; the runtime always trains, so ``numerics.enabled`` does
@@ -64,10 +64,7 @@ from lbsim.numerics.byzantine import DEFAULT_SCALE, corrupt
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
 from lbsim.rng import stream
 from lbsim.scenario.data import resolve_data
-from lbsim.scenario.resolve import resolve_run
 from lbsim.scenario.workers import select_workers
-from lbsim.schemes.base import aggregation_of
-from lbsim.schemes.base import local_counts as local_counts  # the rule lives in lbsim; runtime.loop imports it here
 from runtime.ddp.hook import weighted_gradient
 from runtime.dist import CollectiveError, Comm
 from runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
@@ -178,13 +175,6 @@ class Byzantine:
 
 
 # -- aggregation --------------------------------------------------------------------------------
-def aggregation_rule(scenario: Any) -> tuple[str, int]:
-    """``(rule, f)`` the scenario's scheme reports (:class:`~lbsim.schemes.base.RobustAggregation`, e.g.
-    LOFT), else the batch-weighted mean — asked of the scheme, as the simulator does, never read off its
-    config. Every rank asks a scheme of its own (rank 0's, which decides the batches, is separate)."""
-    return aggregation_of(resolve_run(scenario).scheme())
-
-
 def robust_statistic(rule: str, rows: torch.Tensor, f: int) -> torch.Tensor:
     """Coordinate-wise ``median`` or ``trimmed_mean`` (drop ``f`` each side) of ``rows`` (n, c)."""
     n = rows.shape[0]

@@ -39,11 +39,11 @@ import torch
 
 from lbsim.contention.model import build_contention
 from lbsim.metrics.run_end import stop_reached
-from lbsim.schemes.base import RoundObservation, WorkerObservation
+from lbsim.schemes.base import RoundObservation, WorkerObservation, aggregation_of, local_counts
 from runtime.config import RuntimeOptions, TrainingConfig
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
 from runtime.inject import Injection
-from runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler, aggregation_rule, local_counts
+from runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
 from runtime.model import FlatModel, SGDState, TrainData
 from runtime.records import FIELDS, F, RoundLog
 from runtime.resources import ResourceReader
@@ -148,7 +148,8 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     if r == 0 and byzantine.note():
         notes.append(str(byzantine.note()))
     scheme = spec.scheme_factory() if r == 0 else None
-    rule, tolerance_f = aggregation_rule(spec.scenario)
+    # every rank asks a scheme of its own for the rule, as the simulator does (rank 0's, which decides, is separate)
+    rule, tolerance_f = aggregation_of(spec.scheme_factory())
     if scheme is not None and getattr(scheme, "aggregation_rule", (rule, tolerance_f)) != (rule, tolerance_f):
         raise RuntimeError(f"scheme aggregation {scheme.aggregation_rule} differs from its config's {(rule, tolerance_f)}")
     exchange = GradientExchange(comm, rule, tolerance_f, model.n_params)

@@ -56,14 +56,14 @@ class BalancedBatchSampler:
 
     def __iter__(self) -> Iterator[list[int]]:
         perm = self.permutation().tolist()
-        lb, big = self.lb, self.lb.global_batch
+        lb = self.lb
         steps = len(self)
         pos = 0
         for k in range(steps):
             decided = lb.next_batches()
             left = self.n - pos
             if k == steps - 1 and not self.drop_last:  # the last step takes whatever the epoch has left
-                batches = lb.split(left, decided) if left != big else decided
+                batches = lb.split(left, decided)  # the decided batches themselves when left == their sum
             else:
                 batches = decided
             assert sum(batches) <= left, (batches, left)
