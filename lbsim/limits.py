@@ -16,7 +16,9 @@ refused input is refused in well under a second and a few MB:
   any worker exists;
 * a run's length: ``workload.updates`` may plan at most ``MAX_WORKER_ITERATIONS`` recorded
   worker-iterations (updates x workers for synchronous schemes, updates for asynchronous ones;
-  about 3x the largest benchmarked run, a few GB of records); a time budget is not bounded;
+  about 3x the largest benchmarked run, a few GB of records); a run that only a time budget or a
+  sample target ends is bounded by the same count, estimated with every worker at its nominal
+  speed and the global batch split evenly (``lbsim.scenario.resolve``);
 * a scheme's history or window lengths: at most ``MAX_HISTORY`` (per-field ``le=`` bounds);
 * a sweep: at most ``MAX_SWEEP_RUNS`` runs (points x repetitions), counted before expansion;
 * a trace file: at most ``MAX_TRACE_ROWS`` data rows;

@@ -395,6 +395,16 @@ def test_set_values_parse_as_yaml(tmp_path: Path) -> None:
     assert sc.network.kind == "ring_allreduce" and sc.network.alpha_s == 0.001  # type: ignore[union-attr]
 
 
+@pytest.mark.parametrize(("text", "value"), [("1e3", 1000.0), ("2.5E-1", 0.25), ("-1.5e+2", -150.0), (".5e1", 5.0),
+                                           ("1e", "1e"), ("e5", "e5"), ("3e5x", "3e5x"), ("12", 12)])
+def test_yaml_1_2_floats(text: str, value: object) -> None:
+    """Exponent floats read as numbers, as YAML 1.2 and every user expect (PyYAML's 1.1 rules made '1e3' a string)."""
+    from lbsim.scenario.overrides import parse_yaml
+
+    got = parse_yaml(text)
+    assert got == value and type(got) is type(value)
+
+
 def test_set_creates_missing_keys(tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
     f.write_text(doc(scheme=DROP), encoding="utf-8")

@@ -16,7 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from lbsim.limits import MAX_HISTORY, MAX_SWEEP_RUNS, MAX_WORKERS, MAX_YAML_BYTES, MAX_YAML_NODES, short_repr
+from lbsim.limits import (
+    MAX_HISTORY,
+    MAX_SWEEP_RUNS,
+    MAX_WORKER_ITERATIONS,
+    MAX_WORKERS,
+    MAX_YAML_BYTES,
+    MAX_YAML_NODES,
+    short_repr,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_LIMIT_MB = 500
@@ -268,3 +276,22 @@ def test_sweep_jobs_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"-j: expected a number of worker processes >= 1 and <= {MAX_JOBS}, got 100000" in err
     assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize(("key", "value"), [("time_budget_s", "1e12"), ("samples", "1000000000000")])
+def test_open_ended_run_of_a_trillion(tmp_path: Path, key: str, value: str) -> None:
+    """A run that only a huge time budget or sample target ends is refused before it starts (it ran until
+    memory ran out); ``1e12`` is a number (YAML 1.2), not the string PyYAML's 1.1 rules make of it."""
+    f = _write(tmp_path / "s.yaml", SMALL)
+    line = assert_refused(tmp_path, ["run", str(f), "--set", "workload.updates=null", "--set", f"workload.{key}={value}",
+                                     "--out", "out"], f"workload.{key}", "worker-iterations", str(MAX_WORKER_ITERATIONS))
+    assert "expected a number" not in line
+
+
+def test_open_ended_run_within_the_bound_runs(tmp_path: Path) -> None:
+    """The estimate does not refuse an ordinary budget: 2 simulated seconds run and end at the budget."""
+    f = _write(tmp_path / "s.yaml", SMALL)
+    rc, err, _ = lbsim(["run", str(f), "--set", "workload.updates=null", "--set", "workload.time_budget_s=2e0",
+                        "--out", "out"], tmp_path)
+    assert rc == 0, err
+    assert (tmp_path / "out" / "summary.json").is_file()

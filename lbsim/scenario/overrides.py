@@ -9,6 +9,7 @@ twice in one mapping). Path segments that are integers index lists
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -59,6 +60,13 @@ def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = 
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
+# YAML 1.2 floats: PyYAML (YAML 1.1) reads ``1e12`` and ``1.5e-3`` as strings -- a float needs a dot and a
+# signed exponent there (``1.0e+12``). Scenario files and ``--set`` values take the forms users write.
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
 
 
 def yaml_error_text(err: yaml.YAMLError) -> str:

@@ -131,6 +131,8 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
         per = f" x {len(workers)} workers" if synchronous else ""
         raise InputError("workload.updates", f"{updates} updates{per} plan {planned} worker-iterations, more than the "
                          f"bound of {MAX_WORKER_ITERATIONS} (each is recorded in memory)")
+    if updates is None:  # only a time budget and/or a sample target ends the run: estimate what they plan
+        _check_open_ended(scenario, workers)
     needs_ps = not synchronous or getattr(scenario.scheme, "backup_workers", 0) > 0
     if needs_ps and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not synchronous else "scheme.backup_workers"
@@ -140,6 +142,30 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     run = _resolved(scenario, workers, data)
     run.scheme()  # a scheme may reject the cluster (e.g. memory caps)
     return workers
+
+
+def _check_open_ended(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> None:
+    """Bound a run that only a time budget or a sample target ends, before any work starts.
+
+    The estimate runs every worker back to back at its nominal speed with the global batch split
+    evenly (b = B/n): a budget T plans ``T * sum_i 1/t_i(b)`` worker-iterations, a sample target S
+    plans ``S / b`` (whichever ends the run first counts). Communication, waiting and contention only
+    lower it; noise, traces and adaptive batches can move it by a small factor, never by orders of
+    magnitude, which is what the bound is for (a budget of 1e12 s would otherwise run until memory ran out).
+    """
+    w = scenario.workload
+    share = max(w.global_batch / len(workers), 1.0)
+    estimates: list[tuple[str, float]] = []
+    if w.time_budget_s is not None:
+        rate_per_s = sum(1.0 / max(worker.compute_s(round(share)), 1e-12) for worker in workers)
+        estimates.append(("workload.time_budget_s", w.time_budget_s * rate_per_s))
+    if w.samples is not None:
+        estimates.append(("workload.samples", w.samples / share))
+    key, planned = min(estimates, key=lambda e: e[1])
+    if planned > MAX_WORKER_ITERATIONS:
+        raise InputError(key, f"{short_repr(getattr(w, key.split('.')[1]))} plans about {planned:.3g} worker-iterations "
+                         f"(every worker at its nominal speed, the global batch split evenly), more than the bound of "
+                         f"{MAX_WORKER_ITERATIONS} (each is recorded in memory); set workload.updates, or a smaller value")
 
 
 @dataclass(frozen=True)
