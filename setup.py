@@ -4,8 +4,8 @@ import re
 
 from setuptools import find_packages, setup
 
-# One version, in lbsim/__init__.py (lbsim.__version__, lbsim --version, provenance.json).
-VERSION = re.search(r'^__version__ = "([^"]+)"', open("lbsim/__init__.py", encoding="utf-8").read(), re.M).group(1)
+# One version, in lbsim/version.py (lbsim.__version__, lbsim --version, provenance.json).
+VERSION = re.search(r'^__version__ = "([^"]+)"', open("lbsim/version.py", encoding="utf-8").read(), re.M).group(1)
 
 setup(
     name="lbsim",

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lbsim import __version__
 from lbsim.arguments import OneLineParser as _Parser
 from lbsim.arguments import one_line as _one_line
 from lbsim.arguments import runtime_arguments, scenario_arguments, train_arguments
 from lbsim.errors import InputError
 from lbsim.limits import MAX_JOBS
 from lbsim.metrics.writers import FORMATS
+from lbsim.version import __version__
 
 SUMMARY_COLUMNS = (
     ("scheme", "scheme", "{}"),

@@ -13,6 +13,7 @@ Pure apart from reading version strings (package metadata); never imports an eng
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import sys
@@ -20,13 +21,14 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
-import lbsim
+from lbsim.version import __version__
 
 PROVENANCE = "provenance.json"
 INVOCATION = "invocation.json"
 LIBRARIES = ("numpy", "simpy", "polars", "pandas", "pyyaml", "torch")
 
 
+@functools.cache  # reading package metadata costs ~0.3 ms a library; a process's versions do not change
 def _version(dist: str) -> str | None:
     try:
         return metadata.version(dist)
@@ -41,7 +43,7 @@ def provenance(engine: str | None = None) -> dict[str, Any]:
     test suite, a notebook) never changes the record.
     """
     libs = {name: _version(name) for name in LIBRARIES if name != "torch" or engine == "runtime"}
-    out: dict[str, Any] = {"lbsim_version": lbsim.__version__}
+    out: dict[str, Any] = {"lbsim_version": __version__}
     if engine is not None:
         out["engine"] = engine
     out["python_version"] = platform.python_version()

@@ -33,7 +33,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from lbsim import __version__
 from lbsim.errors import InputError
 from lbsim.metrics.writers import Format, atomic_write_bytes, atomic_write_text, csv_text, fsync_dir, json_text, new_folder_mode
 from lbsim.provenance import provenance
@@ -41,6 +40,7 @@ from lbsim.run_folder import folder_lock
 from lbsim.sweep.backends import Backend
 from lbsim.sweep.expand import Sweep
 from lbsim.sweep.worker import Engine, execute_run
+from lbsim.version import __version__
 
 RUNS = "runs"
 RESULTS = "results.csv"
