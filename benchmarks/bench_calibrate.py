@@ -1,8 +1,10 @@
 """Cost of ``lbsim calibrate`` on one Pollux file (issue 13: well under a minute).
 
 Run: ``python -m pytest benchmarks/bench_calibrate.py --benchmark-only --benchmark-columns=min,median,rounds``.
-Three parts side by side, so the figures read as ratios: the whole command (fit + one simulation
-per distinct (placement, batch) row + writing), the fit alone, and the simulations alone. The
+Parts side by side, so the figures read as ratios: the whole command (by default ``--jitter-cv
+auto``: the fits with and without compute noise and their leave-one-placement-out cross-validation,
+then one simulation per distinct (placement, batch) row + writing), the fit alone (c = 0), the
+``auto`` selection alone, and the simulations alone. The
 cifar10 file has 1,183 rows (1,183 simulations); docs/validation.md has the figures. The last
 one is the whole command with the compute noise fitted (``--jitter-cv fit``: 200 iterations per
 simulation instead of 3), beside the default.
@@ -14,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from lbsim.calibration.fit import calibrate_rows
+from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows
 from lbsim.calibration.measured import read_measurements
 from lbsim.calibration.run import predict
+from lbsim.calibration.select import calibrate_auto
 from lbsim.cli import main
 from lbsim.scenario.loader import scenario_from_data
 from simulator.run import simulate
@@ -40,6 +43,12 @@ def test_calibrate_command(benchmark, tmp_path: Path) -> None:
 def test_fit_only(benchmark) -> None:
     rows = read_measurements(CSV)
     benchmark.pedantic(calibrate_rows, args=(rows, FIT, GRADIENT_BYTES), rounds=2, iterations=1)
+
+
+def test_noise_selection_only(benchmark) -> None:
+    rows = read_measurements(CSV)
+    benchmark.pedantic(calibrate_auto, args=(rows, FIT, GRADIENT_BYTES), kwargs={"chunk_share": DEFAULT_CHUNK_SHARE},
+                       rounds=2, iterations=1)
 
 
 def test_simulations_only(benchmark) -> None:

@@ -148,7 +148,7 @@ def test_cli_writes_the_noise_and_the_engine_predicts_the_wait(tmp_path: Path) -
     src = _write(tmp_path / "m.csv", rows)
     out = tmp_path / "out"
     argv = ["calibrate", str(src), "--fit-placements", FIT_ARG, "--gradient-bytes", str(S), "--out", str(out), "-q"]
-    assert parse_jitter_cv("fit") is None and parse_jitter_cv(None) == 0.0  # `fit`: the fit of the test above
+    assert parse_jitter_cv("fit") is None and parse_jitter_cv("0") == 0.0  # `fit`: the fit of the test above
     assert main([*argv, "--jitter-cv", "0.06"]) == 0
     text = (out / "fit.yaml").read_text()
     assert "jitter_cv: 0.06" in text

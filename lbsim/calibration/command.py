@@ -13,6 +13,7 @@ from typing import Any
 from lbsim.calibration.fit import CV_MAX, geomean_abs
 from lbsim.calibration.measured import parse_fit_placements, placement_label, read_measurements
 from lbsim.calibration.run import Prediction, calibrate_to
+from lbsim.calibration.select import AUTO, JitterChoice
 from lbsim.errors import InputError
 
 
@@ -31,16 +32,18 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--chunk-share", type=float, default=None, metavar="PHI",
                     help="pipeline fill: the collective's chunk as a share of one call (default: NCCL's 512 KiB "
                          "step / DDP's 25 MiB bucket = 0.02; not fitted)")
-    sp.add_argument("--jitter-cv", default=None, metavar="CV|fit",
+    sp.add_argument("--jitter-cv", default=None, metavar="CV|fit|auto",
                     help="per-iteration compute noise (CV) of every GPU, which makes a step wait for the slowest "
-                         "replica: a value >= 0, or `fit` to fit it from the fit placements (default 0: none)")
+                         "replica: `auto` (default) fits it and keeps it only where leave-one-placement-out "
+                         "cross-validation on the fit placements supports it; `fit` always fits it; a value >= 0 "
+                         "fixes it (0: none)")
     sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
 
-def parse_jitter_cv(text: str | None) -> float | None:
-    """``--jitter-cv``: None (fit) for ``fit``, else a CV >= 0 (default 0)."""
-    if text is None:
-        return 0.0
+def parse_jitter_cv(text: str | None) -> JitterChoice:
+    """``--jitter-cv``: ``"auto"`` (the default), None (fit) for ``fit``, else a CV >= 0."""
+    if text is None or text.strip() == AUTO:
+        return AUTO
     if text.strip() == "fit":
         return None
     try:
@@ -48,7 +51,7 @@ def parse_jitter_cv(text: str | None) -> float | None:
     except ValueError:
         value = float("nan")
     if not 0.0 <= value <= CV_MAX:
-        raise InputError("--jitter-cv", f"must be `fit` or a number in [0, {CV_MAX:g}], got {text!r}")
+        raise InputError("--jitter-cv", f"must be `auto`, `fit` or a number in [0, {CV_MAX:g}], got {text!r}")
     return value
 
 
@@ -105,5 +108,8 @@ def print_summary(cal: Any, preds: Sequence[Prediction], out: Path) -> None:
     console.print(table)
     console.print(f"algorithm {f.algorithm}; NIC {f.nic_bandwidth_gbps:.3g} Gbit/s + {f.nic_latency_s:.3g} s; "
                   f"intra {f.intra_bandwidth_gbps:.3g} Gbit/s + {f.intra_latency_s:.3g} s; shared-node slowdown "
-                  f"{f.shared_node_slowdown:.3g}; chunk share {f.chunk_share:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}")
+                  f"{f.shared_node_slowdown:.3g}; chunk share {f.chunk_share:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}; "
+                  f"compute noise {f.jitter_cv:.3g}")
+    if cal.noise is not None:
+        console.print(cal.noise.text())
     console.print(f"wrote {out / 'fit.yaml'} and {out / 'predictions.csv'}")

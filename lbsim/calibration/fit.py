@@ -32,15 +32,17 @@
    remembered; not re-checked here); ``lbsim calibrate --chunk-share`` overrides it for another
    stack.
 
-5. **Compute noise** ``jitter_cv`` c (opt-in: ``jitter_cv=None`` / ``lbsim calibrate --jitter-cv fit``;
-   default 0, or a given value): a synchronous step waits for the slowest of its n replicas, and
+5. **Compute noise** ``jitter_cv`` c (``jitter_cv=None``: fitted; a value: fixed; ``lbsim calibrate``'s
+   default ``--jitter-cv auto`` keeps it only where the fit placements support it:
+   :mod:`lbsim.calibration.select`, leave-one-placement-out cross-validation): a synchronous step
+   waits for the slowest of its n replicas, and
    with per-iteration compute noise the mean of that maximum grows with n
    (:mod:`lbsim.network.replica_wait`: ``E[max of n lognormals]``, with the overlap applied to the
    slowest one's compute as the engines do, exactly). Fitted, c is one more free figure of step 3
    (bounded [0, :data:`CV_MAX`]) and goes to ``fit.yaml`` as the groups' ``jitter_cv``, so the
-   engine simulates the wait. It is **not fitted by default**: on the Pollux files it helped cifar10
-   and yolov3 on every fit subset, but on ncf (overhead-bound, ms steps) the fit profile is flat in
-   c and c ran to its bound, making ncf worse on one robustness subset (``docs/validation.md``).
+   engine simulates the wait. Always fitting it is not safe: on ncf (overhead-bound, ms steps) the
+   fit profile is flat in c and c ran to its bound, making ncf worse on one robustness subset
+   (``docs/validation.md``) — hence the cross-validation rule.
    The shared-node slowdown of step 2 stays the estimator from ``step − sync``: ``sync_time``
    holds the wait for slower replicas, so ``step − sync`` is the GPU's own mean compute, which is
    what ``s`` is — the wait goes to c, not to ``s``.
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -63,6 +66,9 @@ from lbsim.errors import InputError
 from lbsim.network.collectives import ALGORITHMS
 from lbsim.network.overlap import OverlapParams
 from lbsim.scenario import catalog
+
+if TYPE_CHECKING:
+    from lbsim.calibration.select import NoiseChoice
 
 # (log10 Gbit/s intra, log10 s intra, log10 Gbit/s NIC, log10 s NIC): starting points of the fit
 STARTS = ((1.0, -4.0, 0.5, -3.0), (2.0, -5.0, 1.0, -4.0), (0.5, -2.0, 0.0, -2.0))
@@ -119,6 +125,7 @@ class Calibration:
     fit_error: float  # geomean |relative error| of the model over the multi-GPU fit rows
     residuals: dict[str, float]  # per algorithm: the fit's root-mean-square log error
     slowdown_from_sync: bool
+    noise: NoiseChoice | None = None  # how the noise term was kept or dropped (lbsim.calibration.select)
 
 
 def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 60) -> float:

@@ -30,10 +30,11 @@ import numpy as np
 
 from lbsim.calibration import pollux
 from lbsim.calibration.compute import fit_compute_curve
-from lbsim.calibration.fit import calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
+from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
 from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements
 from lbsim.calibration.model import LinkFigures
 from lbsim.calibration.run import check_instance
+from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto
 from lbsim.network.overlap import OverlapParams
 from lbsim.scenario import catalog
 from lbsim.scenario.sections import RingAllReduceConfig
@@ -73,7 +74,7 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
     return pred / np.array([r.step_time_s for r in rows]) - 1.0
 
 
-def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = "0") -> ModelResult:
+def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = AUTO) -> ModelResult:
     from lbsim.cli import main
 
     gradient_bytes, _ = MODELS[model]
@@ -107,20 +108,22 @@ class SubsetResult:
     over_15: int
     placements: int
     algorithm: str
+    jitter_cv: float
 
 
-def held_out_summary(subset: str, model: str, rows: Sequence[Row], err: np.ndarray, algorithm: str) -> SubsetResult:
+def held_out_summary(subset: str, model: str, rows: Sequence[Row], err: np.ndarray, algorithm: str,
+                     jitter_cv: float = 0.0) -> SubsetResult:
     fit = set(parse_fit_placements(subset))
     held = np.array([r.gpus > 1 and r.placement not in fit for r in rows])
     labels = np.array([r.label for r in rows])
     per = {p: geomean_abs(err[held & (labels == p)]) for p in sorted(set(labels[held]))}
     worst = max(per, key=lambda p: per[p])
     return SubsetResult(subset, model, geomean_abs(err[held]), float(np.mean(err[held])), worst, per[worst],
-                        sum(v > 0.15 for v in per.values()), len(per), algorithm)
+                        sum(v > 0.15 for v in per.values()), len(per), algorithm, jitter_cv)
 
 
 def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS,
-               jitter_cv: float | None = 0.0) -> list[SubsetResult]:
+               jitter_cv: JitterChoice = AUTO) -> list[SubsetResult]:
     """``lbsim calibrate``'s fit on each subset; held-out errors of the fitted model (module docstring, step 4)."""
     gradient_bytes, _ = MODELS[model]
     rows = read_measurements(data_dir / f"{model}_placements.csv")
@@ -129,19 +132,22 @@ def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS,
     out = []
     for subset in subsets:
         fit = list(parse_fit_placements(subset))
-        cal = calibrate_rows(rows, fit, gradient_bytes, intra_bounds=bounds, jitter_cv=jitter_cv)
+        if jitter_cv == AUTO:
+            cal = calibrate_auto(rows, fit, gradient_bytes, intra_bounds=bounds, chunk_share=DEFAULT_CHUNK_SHARE)
+        else:
+            cal = calibrate_rows(rows, fit, gradient_bytes, intra_bounds=bounds, jitter_cv=jitter_cv)
         err = predict_rows(rows, cal.curve, cal.figures, gradient_bytes) / measured - 1.0
-        out.append(held_out_summary(subset, model, rows, err, cal.figures.algorithm))
+        out.append(held_out_summary(subset, model, rows, err, cal.figures.algorithm, cal.figures.jitter_cv))
     return out
 
 
 def robustness_table(results: Sequence[SubsetResult]) -> list[str]:
     lines = ["| fit placements | model | bound | held-out geomean % | held-out mean e % | worst held-out placement "
-             "(geomean %) | placements > 15 % | algorithm |", "|---|---|---|---|---|---|---|---|"]
+             "(geomean %) | placements > 15 % | algorithm | compute noise c |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r.subset} | {r.model} | {_pct(MODELS[r.model][1])} | {_pct(r.held_geomean)} "
                      f"| {_pct(r.held_mean)} | {r.worst} ({_pct(r.worst_geomean)}) | {r.over_15} of {r.placements} "
-                     f"| {r.algorithm} |")
+                     f"| {r.algorithm} | {r.jitter_cv:.3g} |")
     return lines
 
 
@@ -198,6 +204,12 @@ def render(results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) 
                 "Held out = every multi-GPU placement outside that subset; errors of the fitted model's formulas "
                 "(the engine reproduces them, as the tables above check row by row).", ""]
         out += robustness_table(robust)
+    out += ["", "### Compute noise: the cross-validation rule's decision (`lbsim.calibration.select`)", ""]
+    for r in results:
+        line = next((x[2:] for x in r.fit_text.splitlines()
+                     if x.startswith(("# compute noise kept", "# compute noise not kept"))),
+                    "compute noise not kept: c fits 0")
+        out.append(f"* {r.model}: {line}")
     out += ["", "### Fitted figures (`fit.yaml` of each model)", ""]
     for r in results:
         out += [f"<details><summary>{r.model}</summary>", "", "```yaml", r.fit_text.rstrip(), "```", "", "</details>", ""]
@@ -216,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", default="runs/validation", help="where each model's calibrate output goes")
     ap.add_argument("--doc", default="docs/validation.md", help="document whose generated part is replaced")
     ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
-    ap.add_argument("--jitter-cv", default="0", help="lbsim calibrate --jitter-cv (`fit`: fit the compute noise)")
+    ap.add_argument("--jitter-cv", default=AUTO, help="lbsim calibrate --jitter-cv (`auto`: kept where cross-validation "
+                                                      "on the fit placements supports it; `fit`: always fitted; a CV)")
     args = ap.parse_args(argv)
     data = Path(args.data)
     if not data.is_dir():
@@ -224,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     models = args.models.split(",")
     results = [run_model(m, data, Path(args.out), args.jitter_cv) for m in models]
-    cv = None if args.jitter_cv == "fit" else float(args.jitter_cv)
+    cv: JitterChoice = AUTO if args.jitter_cv == AUTO else None if args.jitter_cv == "fit" else float(args.jitter_cv)
     robust = sorted((r for m in models for r in robustness(m, data, jitter_cv=cv)),
                     key=lambda r: ALT_SUBSETS.index(r.subset))
     doc = Path(args.doc)

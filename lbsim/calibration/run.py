@@ -22,6 +22,7 @@ import yaml
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, Calibration, calibrate_rows, intra_bounds_for
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.scenario import default_instance, fit_data, row_scenario
+from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto
 from lbsim.errors import InputError
 from lbsim.metrics.writers import atomic_write_text, write_csv
 from lbsim.scenario import catalog
@@ -95,6 +96,8 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str) 
     if f.jitter_cv > 0:
         lines.insert(-1, f"# compute noise jitter_cv {f.jitter_cv:.4g} (the replicas' wait; "
                          "predictions: mean of many seeded iterations).")
+    if cal.noise is not None:
+        lines.insert(-1, f"# {cal.noise.text()}.")
     if not any(len(p) > 1 for p in cal.fit_placements):
         lines.append("# WARNING: no fit placement spans two nodes: the NIC figures are not informed by the data.")
     if not any(max(p) > 1 for p in cal.fit_placements):
@@ -126,16 +129,24 @@ def write_predictions(path: Path, preds: Sequence[Prediction]) -> None:
 
 def calibrate_to(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int, out: Path,
                  simulate_mean_s: SimulateFn, *, instance: str | None = None, source: str = "",
-                 chunk_share: float = DEFAULT_CHUNK_SHARE, jitter_cv: float | None = 0.0,
+                 chunk_share: float = DEFAULT_CHUNK_SHARE, jitter_cv: JitterChoice = AUTO,
                  progress: Callable[[float], None] | None = None) -> tuple[Calibration, list[Prediction]]:
-    """Fit, write ``out/fit.yaml``, simulate every row, write ``out/predictions.csv``."""
+    """Fit, write ``out/fit.yaml``, simulate every row, write ``out/predictions.csv``.
+
+    ``jitter_cv``: the compute noise — ``"auto"`` (kept where cross-validation on the fit placements
+    supports it: :mod:`lbsim.calibration.select`), None (always fitted) or a fixed value.
+    """
     inst = check_instance(instance, rows)
 
     def part(lo: float, hi: float) -> Callable[[float], None] | None:
         return None if progress is None else (lambda f: progress(lo + (hi - lo) * f))
 
-    cal = calibrate_rows(rows, fit_placements, gradient_bytes, intra_bounds=intra_bounds_for(inst),
-                         chunk_share=chunk_share, jitter_cv=jitter_cv, progress=part(0.0, 0.3))
+    if jitter_cv == AUTO:
+        cal = calibrate_auto(rows, fit_placements, gradient_bytes, intra_bounds=intra_bounds_for(inst),
+                             chunk_share=chunk_share, progress=part(0.0, 0.3))
+    else:
+        cal = calibrate_rows(rows, fit_placements, gradient_bytes, intra_bounds=intra_bounds_for(inst),
+                             chunk_share=chunk_share, jitter_cv=jitter_cv, progress=part(0.0, 0.3))
     preds = predict(cal, rows, inst, simulate_mean_s, part(0.3, 1.0))
     out.mkdir(parents=True, exist_ok=True)
     max_batch = max(r.local_bsz for r in rows)

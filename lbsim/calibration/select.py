@@ -1,0 +1,114 @@
+"""Whether the fit placements support the compute-noise term: leave-one-placement-out cross-validation.
+
+The replicas' compute noise ``jitter_cv`` c (:mod:`lbsim.network.replica_wait`, step 5 of
+:mod:`lbsim.calibration.fit`) is one more free figure. On some data the fit placements determine it
+(the wait for the slowest replica shows as steps growing with the GPU count at large batches); on
+others it is confounded with the latencies and the fit uses it to absorb whatever the other figures
+miss. Whether it is identified is a property of the fit rows, so the fit rows decide
+(``lbsim calibrate --jitter-cv auto``, the default):
+
+* two candidate models, M0 (c = 0) and M1 (c fitted), each fitted as :func:`calibrate_rows` does
+  on every fit placement (each picks its own all-reduce algorithm);
+* **leave one placement out**: for each of the K multi-GPU fit placements ``p`` in turn, each
+  candidate is fitted again on the *other* fit placements (with its algorithm from the full fit;
+  everything else — the shared-node slowdown, the links, the overlap, c — refitted) and predicts
+  ``p``'s rows; the fold's error is the mean square ``log(predicted / measured)`` over them (the
+  fit's own loss, on rows the fit did not see);
+* ``CV(M)`` = the mean of the K fold errors, ``SE(M)`` = their standard deviation / √K;
+* **the one-standard-error rule** (Hastie, Tibshirani & Friedman, *The Elements of Statistical
+  Learning*, 2nd ed., §7.10): the simplest model whose CV is within one standard error of the
+  best one's. So **M1 is kept iff CV(M1) + SE(M1) < CV(M0)**; otherwise — and when c fits 0, or
+  there are fewer than two multi-GPU fit placements to leave out — M0.
+
+Why this rule: the calibration's purpose is to predict placements it was not fitted on, and
+leave-one-placement-out asks exactly that question of the fit placements alone (a placement held
+out is a new placement). An information criterion (AIC/BIC) would count the extra figure but
+assumes independent residuals, which model error is not (rows of a placement err together); a
+"parameter at its bound" rule answers only the extreme case. The one-SE rule is the textbook guard
+against keeping a figure for a gain within the folds' own scatter (a c of 1e-6 that wins by 1e-4);
+no threshold of ours enters, so nothing here is tuned to a data set. Rows of placements outside the fit placements are never read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import numpy as np
+
+from lbsim.calibration.fit import Calibration, IntraBounds, calibrate_rows, predict_rows
+from lbsim.calibration.measured import Row
+
+AUTO: Literal["auto"] = "auto"
+# how the compute noise is set: AUTO (this module's rule), None (always fitted) or a fixed CV
+JitterChoice = float | Literal["auto"] | None
+
+
+@dataclass(frozen=True)
+class NoiseChoice:
+    """The leave-one-placement-out comparison of the fit without (M0) and with (M1) compute noise."""
+
+    cv_without: float  # CV(M0): mean over folds of the mean square log error of the left-out rows (NaN: not run)
+    cv_with: float  # CV(M1)
+    se_with: float  # SE(M1): the fold errors' standard deviation / sqrt(folds)
+    folds: int  # multi-GPU fit placements left out in turn (0: not run)
+    fitted_cv: float  # c of M1 fitted on every fit placement
+    kept: bool  # M1 chosen
+
+    def text(self) -> str:
+        if self.folds == 0:
+            return (f"compute noise not kept: c fitted {self.fitted_cv:.4g}, but there are fewer than two multi-GPU "
+                    "fit placements to cross-validate it on")
+        verdict = "kept" if self.kept else "not kept"
+        return (f"compute noise {verdict}: leave-one-placement-out mean square log error over {self.folds} fit "
+                f"placements {self.cv_without:.3g} without, {self.cv_with:.3g} ± {self.se_with:.2g} with "
+                f"(c fitted {self.fitted_cv:.4g}; kept iff with + SE < without)")
+
+
+def cross_validated_error(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int,
+                          algorithm: str, jitter_cv: float | None, *, intra_bounds: IntraBounds | None,
+                          chunk_share: float) -> tuple[float, float, int]:
+    """``(CV, SE, folds)``: each multi-GPU fit placement predicted from a fit on the others (docstring)."""
+    multi = [p for p in fit_placements if sum(p) > 1]
+    fold: list[float] = []
+    for p in multi:
+        rest = [q for q in fit_placements if q != p]
+        cal = calibrate_rows(rows, rest, gradient_bytes, algorithms=(algorithm,), intra_bounds=intra_bounds,
+                             chunk_share=chunk_share, jitter_cv=jitter_cv)
+        left = [r for r in rows if r.placement == p]
+        pred = predict_rows(left, cal.curve, cal.figures, gradient_bytes)
+        fold.append(float(np.mean(np.log(pred / np.array([r.step_time_s for r in left])) ** 2)))
+    e = np.array(fold)
+    se = float(np.std(e, ddof=1) / np.sqrt(e.size)) if e.size > 1 else float("inf")
+    return float(np.mean(e)), se, e.size
+
+
+def calibrate_auto(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int, *,
+                   intra_bounds: IntraBounds | None = None, chunk_share: float,
+                   progress: Callable[[float], None] | None = None) -> Calibration:
+    """:func:`calibrate_rows` with the noise term kept only where cross-validation supports it (docstring)."""
+    def part(lo: float, hi: float) -> Callable[[float], None] | None:
+        return None if progress is None else (lambda f: progress(lo + (hi - lo) * f))
+
+    without = calibrate_rows(rows, fit_placements, gradient_bytes, jitter_cv=0.0, intra_bounds=intra_bounds,
+                             chunk_share=chunk_share, progress=part(0.0, 0.3))
+    with_ = calibrate_rows(rows, fit_placements, gradient_bytes, jitter_cv=None, intra_bounds=intra_bounds,
+                           chunk_share=chunk_share, progress=part(0.3, 0.6))
+    c = with_.figures.jitter_cv
+    multi = [p for p in fit_placements if sum(p) > 1]
+    if c <= 0.0 or len(multi) < 2:
+        out = replace(without, noise=NoiseChoice(float("nan"), float("nan"), float("nan"), 0, c, False)) if c > 0 else without
+        if progress is not None:
+            progress(1.0)
+        return out
+    cv0, _, folds = cross_validated_error(rows, fit_placements, gradient_bytes, without.figures.algorithm, 0.0,
+                                       intra_bounds=intra_bounds, chunk_share=chunk_share)
+    if progress is not None:
+        progress(0.7)
+    cv1, se1, _ = cross_validated_error(rows, fit_placements, gradient_bytes, with_.figures.algorithm, None,
+                                   intra_bounds=intra_bounds, chunk_share=chunk_share)
+    if progress is not None:
+        progress(1.0)
+    choice = NoiseChoice(cv0, cv1, se1, folds, c, cv1 + se1 < cv0)
+    return replace(with_ if choice.kept else without, noise=choice)
