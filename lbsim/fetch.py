@@ -20,6 +20,14 @@ Which samples are local: a scheme that samples uniformly from the whole dataset 
 but LOFT) gets, in expectation, ``l = round(b f_i)`` of its ``b`` samples from its own shard
 (:meth:`DataLayout.default_local`). A locality-aware scheme decides ``l`` itself.
 
+The storage node's queue is written twice on purpose: :func:`fetch_schedule` (requests made
+together, the runtime's rounds) and the simulator's event-path ``Fetcher``, which cannot call it
+and keep shipped results byte-identical because it times a read on the simulation clock —
+``t_grant + hold + ((t_req + link) − now) + latency``, its requests arriving at different moments in
+SimPy's event order — which rounds differently from the schedule's ``t_req + max(link, queued) +
+latency`` (about one read in four in a random check); both take every per-read figure from
+:class:`DataLayout`.
+
 Representative sampling (:meth:`DataLayout.quotas`): shard k (each worker's, and the storage
 node's rest) contributes ``q_k`` samples to every global batch of X samples, where ``q`` is the
 largest-remainder integerisation of ``X * share_k`` (so ``sum_k q_k = X``).

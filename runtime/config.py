@@ -14,7 +14,9 @@ This module imports neither torch nor the simulator.
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -26,16 +28,22 @@ from lbsim.limits import MAX_HISTORY
 class RuntimeLoop:
     """How the runtime runs a scheme driver (``driver`` is the only discriminator, lbsim.schemes.base)."""
 
-    module: str  # the runtime module holding the loop (documentation; worker.py's LOOP_RUNNERS run it)
+    module: str  # the runtime module holding the loop
+    function: str  # its entry point: function(info, comm, hb, hook, spec, model, data, cores) -> LoopResult
     server: bool  # ranks 0..n-1 are the workers; True: rank n is a parameter server
+
+    def runner(self) -> Callable[..., Any]:
+        """The loop's entry point, imported on use: the loops import torch, this module must not."""
+        return getattr(importlib.import_module(self.module), self.function)
 
 
 DRIVER_LOOPS: dict[str, RuntimeLoop] = {
-    "sync": RuntimeLoop("runtime.loop", server=False),  # a barrier and a batch-weighted all-reduce per round
-    "async": RuntimeLoop("runtime.ps", server=True),  # a parameter server with a gate per worker iteration
-    "wbsp": RuntimeLoop("runtime.wbsp", server=True),  # local steps, rounds closed at the slowest's upload
+    "sync": RuntimeLoop("runtime.loop", "run_loop", server=False),  # a barrier and a batch-weighted all-reduce per round
+    "async": RuntimeLoop("runtime.ps", "run_ps", server=True),  # a parameter server with a gate per worker iteration
+    "wbsp": RuntimeLoop("runtime.wbsp", "run_wbsp", server=True),  # local steps, rounds closed at the slowest's upload
 }
-"""The runtime's support: every registered scheme whose driver has a loop here runs, and no other."""
+"""The runtime's support, the one driver -> loop table: every registered scheme whose driver has a loop
+here runs (``DRIVER_LOOPS[driver].runner()``, rank entry point :mod:`runtime.worker`), and no other."""
 
 
 def driver_of(scheme: str) -> str:

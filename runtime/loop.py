@@ -38,7 +38,7 @@ import numpy as np
 import torch
 
 from lbsim.contention.model import build_contention
-from lbsim.metrics.run_end import stop_reached
+from lbsim.metrics.run_end import RunEnd
 from lbsim.schemes.base import RoundObservation, WorkerObservation, aggregation_of, local_counts
 from runtime.config import RuntimeOptions, TrainingConfig
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
@@ -66,21 +66,22 @@ class LoopSpec:
     overrides: tuple[str, ...] = ()
     max_samples: int | None = None  # workload.samples: stop once updates have applied this many
 
+    @property
+    def run_end(self) -> RunEnd:
+        """The run's end rule, shared with the simulator (:mod:`lbsim.metrics.run_end`)."""
+        return RunEnd(self.max_rounds, self.max_samples, self.time_budget_s)
+
     def is_last(self, k: int, t: float, samples: int = 0) -> bool:
-        """Update k (``samples`` applied so far, its own included) at time t is the run's last."""
-        return stop_reached(k + 1, samples, self.max_rounds, self.max_samples) or (
-            self.time_budget_s is not None and t >= self.time_budget_s
-        )
+        """Update k (``samples`` applied so far, its own included) at time t is the run's last.
+
+        The parameter-server loops ask :meth:`RunEnd.update_made` before applying a push, so for them
+        only the targets end the run here; the sync loop decides at rank 0's compute end, before the
+        round's update, and still applies the round that reaches the budget (its last)."""
+        end = self.run_end
+        return end.reached(k + 1, samples) or not end.update_made(t)
 
     def fraction(self, k: int, t: float, samples: int = 0) -> float:
-        parts = []
-        if self.max_rounds:
-            parts.append((k + 1) / self.max_rounds)
-        if self.max_samples:
-            parts.append(samples / self.max_samples)
-        if self.time_budget_s:
-            parts.append(t / self.time_budget_s)
-        return min(1.0, max(parts)) if parts else 0.0
+        return self.run_end.fraction(k + 1, samples, t)
 
 
 @dataclass

@@ -18,9 +18,11 @@ The server handles one push at a time in arrival order: ``w -= lr_t g`` (momentu
 pusher's pull, then the same :class:`lbsim.schemes.gate.Gate` as the simulator: the worker's clock
 advances, the scheme is told (``on_push``), held workers the scheme now admits are released (in the
 order held) and the pusher is admitted or held. The run ends with the update that reaches
-``workload.updates`` (or the first update after ``workload.time_budget_s``): the server tells every
-worker to stop — the pusher and the held workers at once (their iterations end there), the others
-when their next push arrives (it is not applied).
+``workload.updates`` (or ``workload.samples``): the server tells every worker to stop — the pusher
+and the held workers at once (their iterations end there), the others when their next push arrives
+(it is not applied). With a time budget B the rule is the simulator's (:class:`lbsim.metrics.run_end.RunEnd`):
+no update at or after B — the first push the server takes at or after B is not applied, the run
+ends at B, and the workers held then end their iterations at B.
 
 Records are the server's (:mod:`runtime.ps_records`); rank ``n`` writes the run.
 """
@@ -128,14 +130,25 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
         comm.barrier("start barrier")
         t0 = time.monotonic()
         updates, final, end_s = 0, False, 0.0
+        budget_end = False  # the run ended at the time budget (not at a target)
+        t_apply = 0.0  # when the last update was applied
         applied = 0  # samples in the updates so far
         running = n  # workers that have not been told to stop
         while running:
             hook.check(updates)
             src, h, g = chan.next_push(updates)
             now = time.monotonic() - t0
-            if math.isfinite(h["prev_end_s"]):
-                log.complete(src, h["prev_end_s"])
+            if not final and not spec.run_end.update_made(now):  # the budget passed: the run ended at it
+                # (an update taken just before B whose apply ended after it moves the end to that apply)
+                final, end_s, budget_end = True, max(float(spec.time_budget_s or now), t_apply), True
+                for v in gate.release_all():  # held at the budget: their iterations end there (cut)
+                    log.served(v, end_s - received[v])
+                    log.complete(v, end_s, cut=True)
+                    chan.reply(v, {"stop": 1, "version": updates}, None, updates)
+                    running -= 1
+            if math.isfinite(h["prev_end_s"]):  # its previous iteration, cut at the budget if it ended later
+                cut = budget_end and h["prev_end_s"] > end_s
+                log.complete(src, min(h["prev_end_s"], end_s) if cut else h["prev_end_s"], cut=cut)
             if final:  # a push computed while the run ended: not applied
                 chan.reply(src, {"stop": 1, "version": updates}, None, updates)
                 running -= 1

@@ -51,8 +51,9 @@ class PushLog(RoundLog):
         if worker in self.pending:
             self.pending[worker]["server_s"] = server_s
 
-    def complete(self, worker: int, end_s: float) -> None:
-        """``worker`` received the reply at ``end_s`` (its clock): its pending iteration is recorded."""
+    def complete(self, worker: int, end_s: float, cut: bool = False) -> None:
+        """``worker`` received the reply at ``end_s`` (its clock): its pending iteration is recorded
+        (``cut``: the run's time budget ended it at ``end_s``, :mod:`lbsim.metrics.run_end`)."""
         p = self.pending.pop(worker, None)
         if p is None:
             return
@@ -63,7 +64,7 @@ class PushLog(RoundLog):
         self.record(IterationRecord(
             worker=worker, iteration=int(h["iteration"]), update=p["update"], start_s=start, compute_s=cend - start,
             comm_s=post - wait, wait_s=wait, end_s=end_s, batch=int(h["batch"]), staleness=p["staleness"],
-            dropped=False, weight=p["weight"],
+            dropped=False, weight=p["weight"], cut=cut,
         ), h)
 
     def record(self, rec: IterationRecord, header: dict[str, float]) -> None:

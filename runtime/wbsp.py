@@ -47,8 +47,9 @@ pull, and the time the push waited for the server to take it, which the simulato
 A step's resource readings are taken inside its emulated stretch (they add nothing to it). Steps
 whose round has not closed when the run ends are not recorded.
 
-End: the update that reaches ``workload.updates`` (or the first round to close after
-``workload.time_budget_s``) is final. The server answers every later push with ``stop`` without
+End: the update that reaches ``workload.updates`` (or ``workload.samples``) is final; with a time
+budget B no round closes at or after B (the simulator's rule, :class:`lbsim.metrics.run_end.RunEnd`):
+the first upload the server takes at or after B is not applied and the run ends at B. The server answers every later push with ``stop`` without
 applying it; a worker told to stop ends its current step there (a step stalled on a pull is cut),
 sends a last push (``final`` = 1) with its remaining step rows, and all ranks meet at the closing
 barrier.
@@ -435,9 +436,13 @@ class Server:
     def apply(self, src: int, h: dict[str, float], delta: torch.Tensor) -> None:
         """Add the upload's delta (share 1/n), join its steps, ask the scheme whether the round closes."""
         n = self.log.round_book.workers
+        if not self.spec.run_end.update_made(self.now()):  # the budget passed: no round closes at or after it
+            self.final, self.end_s = True, max(float(self.spec.time_budget_s or 0.0), self.end_s)
+            return
         steps = int(h["steps"])
         self.w.add_(delta, alpha=1.0 / n)
         t_apply = self.now()
+        self.end_s = t_apply  # the run's end so far (the final close's time once final)
         self.log.join(src, int(h["iteration"]), steps, int(h["batch"]))
         t_decide = time.monotonic()
         closes = self.scheme.on_upload(src, steps, t_apply)
@@ -446,8 +451,6 @@ class Server:
             self.snapshot.copy_(self.w)
             update = self.log.close_round(t_apply)
             self.final = self.spec.is_last(update, t_apply, self.log.round_book.samples_applied)
-            if self.final:
-                self.end_s = t_apply
 
     def reply(self, src: int, received_s: float) -> None:
         fields: dict[str, float] = {"batch": self.scheme.batch(src), "version": self.log.rounds}

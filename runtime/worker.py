@@ -23,7 +23,6 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -152,7 +151,8 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
 
     out = Path(task.out)
     driver = driver_of(scheme_kind(scenario))
-    ps = DRIVER_LOOPS[driver].server
+    loop = DRIVER_LOOPS[driver]
+    ps = loop.server
     recorder = len(workers) if ps else 0  # the rank holding the scheme and the records: the server, or rank 0
     if info.rank == recorder:
         write_scenario(out, scenario)
@@ -160,7 +160,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
             (out / stale).unlink(missing_ok=True)
     spec = _loop_spec(job, task, scenario, workers, training, overrides)
     try:
-        res = LOOP_RUNNERS[driver]()(info, comm, hb, hook, spec, model, data, cores)
+        res = loop.runner()(info, comm, hb, hook, spec, model, data, cores)
     except BaseException as err:
         if info.rank == recorder:
             from runtime.dist import CollectiveError
@@ -199,28 +199,6 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
     import torch
 
     torch.save({"w": res.w.detach().cpu(), "model": training.model, "hidden": training.hidden}, out / "model.pt")
-
-
-def _sync_loop() -> Any:
-    from runtime.loop import run_loop
-
-    return run_loop
-
-
-def _async_loop() -> Any:
-    from runtime.ps import run_ps
-
-    return run_ps
-
-
-def _wbsp_loop() -> Any:
-    from runtime.wbsp import run_wbsp
-
-    return run_wbsp
-
-
-LOOP_RUNNERS: dict[str, Callable[[], Any]] = {"sync": _sync_loop, "async": _async_loop, "wbsp": _wbsp_loop}
-"""driver -> the runtime loop that runs it (imported on use); the same keys as runtime.config.DRIVER_LOOPS."""
 
 
 def _report(rank: int, err: BaseException, hb: Any, task: Task | None, status: Path | None) -> None:

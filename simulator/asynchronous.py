@@ -49,7 +49,11 @@ class AsyncDriver:
     def worker(self, w: int) -> Generator[Any, Any, None]:
         # One generator per worker, the parameter server's push / apply / pull written out inline
         # (simulator.network.ParameterServer._transfer and apply): the same events, in the same
-        # order, as the nested generators, with less overhead per event.
+        # order, as the nested generators, with less overhead per event. Kept because it pays
+        # (issue 17, CPU seconds of simulate(), 7 alternating runs each, benchmarks/bench_simulator.py's
+        # fleet at 64 workers on a 4-shard server): `yield from ps.push(w)` / `ps.apply()` / `ps.pull(w)`
+        # (one flat generator each) cost +10% on asp (1.144 vs 1.042 s min) and +7..12% on wbsp (also in
+        # simulator/wbsp.py); calling Lane.request()/release() instead of their free-lane branch, +3..5%.
         env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
         numerics, fetcher, scheme = env.numerics, self.fetcher, self.scheme
         ps = self.ps

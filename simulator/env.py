@@ -18,7 +18,7 @@ import simpy
 from lbsim.contention.model import WorkerContention
 from lbsim.fetch import DataLayout
 from lbsim.metrics.records import IterationLog, IterationRecord, RecordLog, UpdateTable
-from lbsim.metrics.run_end import stop_reached
+from lbsim.metrics.run_end import RunEnd
 from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.resolve import ResolvedRun, resolve_run
 from lbsim.scenario.schema import Scenario
@@ -47,12 +47,13 @@ class SimEnv(simpy.Environment):
         self.numerics: Trainer | None = None  # set by simulate() when numerics are enabled
         self.iterations = IterationLog()  # compact columns (lbsim.metrics.records); .table() at the end
         self.updates = RecordLog(UpdateTable)  # compact columns; .table() at the end
-        self.update_target = scenario.workload.updates
-        self.sample_target = scenario.workload.samples
+        self.run_end = RunEnd.of(scenario.workload)  # targets and budget: the one rule (lbsim.metrics.run_end)
+        self.update_target = self.run_end.update_target
+        self.sample_target = self.run_end.sample_target
         self.samples_applied = 0  # samples in the updates made so far
         # iterations whose gradient is in an update but which have not ended: key -> its cut row at time T
         self.open_rows: dict[Any, Callable[[float], tuple[Any, ...]]] = {}
-        self.budget_s = scenario.workload.time_budget_s
+        self.budget_s = self.run_end.budget_s
         self.finished = self.event()
         self.stopped = False
         self._progress = progress
@@ -68,8 +69,7 @@ class SimEnv(simpy.Environment):
 
     def may_update(self) -> bool:
         """False once the run has all the updates it asked for, or has ended."""
-        return not self.stopped and not stop_reached(self.version, self.samples_applied, self.update_target,
-                                                     self.sample_target)
+        return not self.stopped and not self.run_end.reached(self.version, self.samples_applied)
 
     def record_update(self, samples: int, gradients: int) -> int:
         update = len(self.updates)
@@ -89,14 +89,7 @@ class SimEnv(simpy.Environment):
             self.iterations.add(row)
 
     def progress_fraction(self) -> float:
-        parts = []
-        if self.update_target:
-            parts.append(self.version / self.update_target)
-        if self.sample_target:
-            parts.append(self.samples_applied / self.sample_target)
-        if self.budget_s:
-            parts.append(self.now / self.budget_s)
-        return min(1.0, max(parts)) if parts else 0.0
+        return self.run_end.fraction(self.version, self.samples_applied, self.now)
 
     def open_row(self, key: Any, cut: Callable[[float], tuple[Any, ...]]) -> None:
         """An iteration whose gradient is in an update has not ended: ``cut(T)`` is its row if the run ends at T."""
@@ -116,6 +109,8 @@ class SimEnv(simpy.Environment):
             self.finished.succeed()
 
     def start_budget(self) -> None:
+        """The budget as a timeout at B scheduled before any run event: it precedes every update due at B,
+        so an update is made only before B (:meth:`RunEnd.update_made`)."""
         if self.budget_s is not None:
             self.process(self._budget())
 

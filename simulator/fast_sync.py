@@ -152,7 +152,7 @@ class FastSync:
 
     def run(self) -> None:
         env, n, scheme = self.env, self.n, self.scheme
-        budget = env.budget_s
+        run_end = env.run_end
         numerics = env.numerics
         workers = np.arange(n, dtype=np.int64)
         order = workers.copy()  # the order the workers' compute events fire in on ties
@@ -183,8 +183,9 @@ class FastSync:
             if self.overlap.enabled:  # hidden under the last worker's backward, as SyncDriver._ring
                 comm_s = exposed_comm_s(comm_s, float(end[last] - t), self.overlap)
             update_s = ring_start + comm_s
-            if budget is not None and update_s >= budget:
-                env._now = budget  # the budget's timeout ends the run first
+            if not run_end.update_made(update_s):
+                assert run_end.budget_s is not None
+                env._now = run_end.budget_s  # the budget's timeout ends the run first
                 env.stopped = True
                 return
             # -- the update -----------------------------------------------------------------

@@ -5,6 +5,8 @@ link for ``r s f_net(t) / B_remote`` (``f_net`` sampled when the read is request
 the scenario has a storage node, through that node's NIC — a FIFO queue shared by every
 worker, held ``r s / B_storage`` per read (the parameter server's NIC model). The read ends at
 the later of the two, plus the remote latency. Then its ``l`` local samples at ``B_local``.
+(:func:`lbsim.fetch.fetch_schedule` is the same queue for requests made together; why it is not
+called here: :mod:`lbsim.fetch`.)
 
 Which samples are local: the scheme's choice when it implements
 :class:`~lbsim.schemes.base.LocalityAware` (LOFT), else uniform sampling from the whole dataset

@@ -13,6 +13,8 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from lbsim.errors import InputError
 from lbsim.schemes.registry import scheme_configs
@@ -80,3 +82,46 @@ def test_a_budget_that_cuts_pulls_marks_the_rows(sim) -> None:
     assert res.summary["updates"] == 1 and res.summary["samples"] == 100
     rows = list(res.iterations)
     assert [(r.worker, r.cut, r.end_s) for r in rows] == [(0, True, 0.5025), (1, True, 0.5025)]
+
+
+def test_run_end_rule_closed_forms() -> None:
+    """RunEnd: a target is reached at >=; an update is made only strictly before the budget."""
+    from lbsim.metrics.run_end import RunEnd
+
+    end = RunEnd(update_target=5, sample_target=None, budget_s=2.0)
+    assert [end.reached(u, 0) for u in (4, 5, 6)] == [False, True, True]
+    assert [end.update_made(t) for t in (0.0, 1.999999, 2.0, 2.5)] == [True, True, False, False]
+    assert end.fraction(1, 0, 0.5) == 0.25 and end.fraction(4, 0, 0.1) == 0.8 and end.fraction(9, 0, 9.0) == 1.0
+    samples = RunEnd(sample_target=100)
+    assert not samples.reached(10**6, 99) and samples.reached(0, 100) and samples.update_made(1e300)
+    assert RunEnd().fraction(3, 3, 3.0) == 0.0 and not RunEnd().reached(10**9, 10**9)
+
+
+@given(budget=st.floats(1e-6, 1e6), t=st.floats(0.0, 2e6))
+def test_update_made_is_strictly_before_the_budget(budget: float, t: float) -> None:
+    from lbsim.metrics.run_end import RunEnd
+
+    assert RunEnd(budget_s=budget).update_made(t) == (t < budget)
+    assert 0.0 <= RunEnd(budget_s=budget).fraction(0, 0, t) <= 1.0
+
+
+@pytest.mark.parametrize(("network", "scheme", "fast"), [("ring", "bsp", True), ("ring", "bsp", False),
+                                                          ("ps", "asp", False)])
+def test_a_budget_at_an_update_moment_leaves_that_update_unmade(sim, network: str, scheme: str, fast: bool) -> None:
+    """Budget B = the third update's moment: that update is not made, the run ends at B; one ulp later it is."""
+    from lbsim.scenario.loader import scenario_from_data
+    from simulator.run import simulate
+
+    groups = [sim.group(1, 100.0), sim.group(1, 50.0)]
+    net = sim.ring() if network == "ring" else sim.ps(apply_s=0.001)
+
+    def run(budget: float | None):  # -> RunResult
+        data = sim.data(groups, scheme=scheme, network=net, global_batch=60, updates=None if budget else 5,
+                        time_budget_s=budget)
+        return simulate(scenario_from_data(data), fast=fast)
+
+    t2 = run(None).updates[2].time_s
+    at = run(t2)
+    assert at.summary["updates"] == 2 and at.summary["sim_time_s"] == t2
+    after = run(float(np.nextafter(t2, np.inf)))
+    assert after.summary["updates"] == 3 and after.updates[2].time_s == t2

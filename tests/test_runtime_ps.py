@@ -62,6 +62,8 @@ RUNS = {  # name: (scheme, its --set overrides); one job runs them all (one proc
     "elastic": ("elastic_bsp", ("scheme.lookahead=3", "workload.updates=90")),
     # a stop by samples: 16 samples per push, 200 samples -> the 13th push (208 samples) is the last
     "samples": ("asp", ("workload.updates=null", "workload.samples=200")),
+    # a time budget: the simulator's rule (lbsim.metrics.run_end.RunEnd), no push taken at or after it is applied
+    "budget": ("asp", ("workload.updates=null", "workload.time_budget_s=0.4")),
 }
 
 
@@ -129,6 +131,22 @@ def test_sample_target_stops_at_the_update_that_reaches_it(runs: dict[str, Path]
     assert sum(samples) == 208 and sum(samples[:-1]) < 200
     its = _rows(runs["samples"] / "iterations.csv")
     assert sum(int(r["batch"]) for r in its if r["dropped"] in ("False", "0", "false")) == 208
+
+
+def test_time_budget_ends_the_run_at_the_budget(runs: dict[str, Path]) -> None:
+    """As in the simulator: the run ends at B (or at an apply begun before B and ending after it), every
+    row ends by then, rows the budget cut end at the end, and the records still add up."""
+    import json
+
+    ups = _rows(runs["budget"] / "updates.csv")
+    end = json.loads((runs["budget"] / "summary.json").read_text(encoding="utf-8"))["sim_time_s"]
+    assert len(ups) >= 3
+    assert end == pytest.approx(max(0.4, float(ups[-1]["time_s"])), abs=1e-6)
+    its = _rows(runs["budget"] / "iterations.csv")
+    assert all(float(r["end_s"]) <= end + 1e-6 for r in its)
+    assert all(float(r["end_s"]) == pytest.approx(end, abs=1e-6) for r in its if r["cut"] in ("True", "1", "true"))
+    done = [r for r in its if r["dropped"] in ("False", "0", "false")]
+    assert sum(int(r["batch"]) for r in done) == sum(int(r["samples"]) for r in ups)
 
 
 def test_server_applies_the_recorded_gradients(runs: dict[str, Path]) -> None:
