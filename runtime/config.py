@@ -32,6 +32,10 @@ class RuntimeLoop:
     function: str  # its entry point: function(info, comm, hb, hook, spec, model, data, cores) -> LoopResult
     server: bool  # ranks 0..n-1 are the workers; True: rank n is a parameter server
 
+    def recorder(self, n_workers: int) -> int:
+        """The rank that holds the scheme and writes the records: the server (rank n), or rank 0."""
+        return n_workers if self.server else 0
+
     def runner(self) -> Callable[..., Any]:
         """The loop's entry point, imported on use: the loops import torch, this module must not."""
         return getattr(importlib.import_module(self.module), self.function)

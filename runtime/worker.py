@@ -153,7 +153,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
     driver = driver_of(scheme_kind(scenario))
     loop = DRIVER_LOOPS[driver]
     ps = loop.server
-    recorder = len(workers) if ps else 0  # the rank holding the scheme and the records: the server, or rank 0
+    recorder = loop.recorder(len(workers))
     if info.rank == recorder:
         write_scenario(out, scenario)
         for stale in ("summary.json", "failure.json", "model.pt"):
@@ -259,8 +259,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from lbsim.arguments import train_parser
     from lbsim.errors import InputError
+    from lbsim.run_folder import staged_run
     from lbsim.scenario.loader import load_scenario
-    from runtime.config import check_runnable, scheme_kind
+    from lbsim.scenario.resolve import resolve_run
+    from runtime.config import DRIVER_LOOPS, check_runnable, driver_of, scheme_kind
     from runtime.dist import Heartbeat, RankInfo, env_rank
     from runtime.lifeline import die_with_parent
 
@@ -275,12 +277,15 @@ def main(argv: list[str] | None = None) -> int:
         if env["rank"] == 0:
             print(f"lbsim: error: {err}", file=sys.stderr)
         return 2
-    out = str(Path(args.out or default_out(args.scenario, scheme_kind(scenario))).resolve())
-    job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
-              tasks=(Task("train", out, scheme=args.scheme),))
+    out = Path(args.out or default_out(args.scenario, scheme_kind(scenario))).resolve()
+    recorder = DRIVER_LOOPS[driver_of(scheme_kind(scenario))].recorder(resolve_run(scenario).n)
+
+    def job_into(folder: Path) -> Job:
+        return Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
+                   tasks=(Task("train", str(folder), scheme=args.scheme),))
 
     @record
-    def _run() -> None:
+    def _run(job: Job) -> None:
         device = torch.device("cuda", env["local_rank"]) if options.backend == "nccl" else torch.device("cpu")
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -290,7 +295,16 @@ def main(argv: list[str] | None = None) -> int:
         run_job(info, job, Heartbeat(None, env["rank"]), None)
         dist.destroy_process_group()
 
-    _run()
+    if env["rank"] != recorder:  # only the recorder writes (into its staged folder)
+        _run(job_into(out))
+    else:
+        try:  # the run is written into a staged sibling and swapped in whole, as `lbsim train` does; a failed
+            # run's records (failure.json, rows up to the last complete round) are kept, as there
+            with staged_run(out, keep_on=(Exception,)) as stage:
+                _run(job_into(stage))
+        except InputError as err:  # --out cannot be written: before any rank started training
+            print(f"lbsim: error: {err}", file=sys.stderr)
+            return 2
     if env["rank"] == 0 and not args.quiet:
         print(f"results in {out}/")
     return 0

@@ -249,11 +249,16 @@ def test_torchrun_runs_the_same_entry_point(tmp_path: Path) -> None:
         pytest.skip("torchrun not on PATH")
     path = _scenario(tmp_path, [1000.0, 3000.0], global_batch=40, updates=4)
     out = tmp_path / "run"
+    out.mkdir()
+    (out / "summary.json").write_text("{}")  # a previous run in --out: replaced whole, never mixed with the new one
+    (out / "trace.json").write_text("{}")
     proc = subprocess.run(["torchrun", "--nnodes=1", "--nproc-per-node=2", "-m", "runtime.worker", str(path), "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["engine"] == "runtime" and summary["updates"] == 4 and summary["runtime"]["world_size"] == 2
+    assert not (out / "trace.json").exists()  # the run was staged and swapped in, as `lbsim train` does
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no stage or lock left
 
 
 def test_torchrun_lbsim_train_runs_as_the_rank(tmp_path: Path) -> None:
