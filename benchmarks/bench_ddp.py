@@ -8,7 +8,7 @@ rank), run side by side in alternating order, ``REPEATS`` times per arm:
 * ``contention``: rank 2 slowed by ``SLOWDOWN`` for the whole run with the runtime's emulated
   contention (:mod:`runtime.ddp.inject`, the same in both arms). ``ddp``: the plain script
   (DistributedSampler, B/3 per rank, DDP's averaging); ``lbbsp``: the same script with LB-BSP
-  (variant ``cpu``, predictor ``ema``, the library's defaults ``ema_alpha`` 0.2 and ``split_dead_band`` 0.1).
+  (variant ``cpu``, predictor ``ema``, the library's defaults ``split_dead_band`` 0.1 and ``decide_every`` 4).
   Both arms drop the epoch's last ``N mod B`` samples (DistributedSampler's ``drop_last``; the
   LB-BSP sampler's ``drop_last``): the same 7 full steps of 192 samples per epoch, no short step.
   Figures: samples per second over epochs 1.. (epoch 0 is the warm-up in which LB-BSP learns the
@@ -21,7 +21,7 @@ rank), run side by side in alternating order, ``REPEATS`` times per arm:
 
 ``python benchmarks/bench_ddp.py overhead --repeats 8 -- --dead-band 0``: 8 pairs, with any further
 arguments after ``--`` passed to the LB-BSP arm's script (here: the scheme's rule without dead band;
-``--decide-every 4``, ``--lag 0``, ``--ema-alpha 0.5`` likewise). Both arms share one machine; on a
+``--decide-every 1``, ``--lag 0``, ``--ema-alpha 0.2`` likewise). Both arms share one machine; on a
 loaded 2-core box the absolute figures move run to run, which is why arms alternate and the ratio
 is taken within each pair.
 """

@@ -60,10 +60,10 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--variant", default="cpu", help="LB-BSP variant: auto, cpu, gpu, gpu_model")
     p.add_argument("--predictor", default="ema", help="cpu variant's speed predictor: narx, ema, last")
-    p.add_argument("--ema-alpha", type=float, default=None, help="ema predictor: weight of the newest speed (library default 0.2)")
+    p.add_argument("--ema-alpha", type=float, default=None, help="ema predictor: weight of the newest speed (default 0.5)")
     p.add_argument("--dead-band", type=float, default=None,
                    help="LB-BSP split_dead_band: skip re-splits gaining less than this share of the step (library default 0.1)")
-    p.add_argument("--decide-every", type=int, default=1, help="LB-BSP: steps per observation window and decision")
+    p.add_argument("--decide-every", type=int, default=4, help="LB-BSP: steps per observation window and decision (library default 4)")
     p.add_argument("--lag", type=int, default=2, choices=[0, 2], help="LB-BSP: 2 (decisions in flight) or 0 (decided before the next step)")
     p.add_argument("--drop-last", action="store_true",
                    help="LB-BSP: skip the epoch's last N mod B samples, as the DDP mode's DistributedSampler(drop_last=True)")

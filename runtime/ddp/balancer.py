@@ -18,18 +18,21 @@ rank the decision, and step k+1 already runs it — two blocking collectives per
 in flight. Both modes decide with :class:`runtime.ddp.decision.Decider`, the code ``lbsim train``
 decides with.
 
-Library defaults (differing from the scheme's, which keep the paper's rule): predictor ``ema``
-with ``ema_alpha`` 0.2 (smoothed speeds) and ``split_dead_band`` 0.1 (no re-split that would gain
-less than 10 % of the predicted step) — a DDP job's speeds move a few percent step to step with the
-machine's scheduling, and following that noise costs more than it balances (docs/library.md).
-Pass ``predictor="narx"``, ``ema_alpha=0.5``, ``split_dead_band=0.0`` for the scheme's own defaults.
+Library defaults (differing from the scheme's, which keep the paper's rule): predictor ``ema``,
+``split_dead_band`` 0.1 (no re-split that would gain less than 10 % of the predicted step) and
+``decide_every`` 4 (one observation, the mean of 4 steps, and one decision per 4 steps): a DDP
+job's speeds move from step to step with the machine's scheduling, following that noise costs more
+than it balances, and a collective and a decision per step cost ~1-2 % of a 35 ms step
+(docs/library.md). ``predictor="narx", split_dead_band=0.0, decide_every=1`` give the scheme's rule
+at every step.
 
 ``compute_s`` is the rank's own work (:mod:`runtime.ddp.timing`), never the wait for the others,
 plus the rank's time in the balancer before the step (rank 0's decision included): the scheme then
 balances the decision's cost like any other work.
 ``cpu_available`` is measured from ``/proc/stat`` and ``psutil`` (:class:`runtime.resources.ResourceReader`)
 or, under an emulated slowdown, the schedule's ``1/f``; ``mem_available`` is ``psutil``'s. They are
-read only when the variant has CPU-like workers (``cpu``, or ``auto`` on CPU ranks).
+read only when the variant has CPU-like workers (``cpu``, or ``auto`` on CPU ranks) and the
+predictor is ``narx`` (``ema`` and ``last`` ignore them).
 
 The variants are the scheme's: ``cpu`` (x_i ∝ predicted speed; predictors ``narx``, ``ema``,
 ``last``), ``gpu`` (the windowed step rule), ``gpu_model`` (fitted ``t_i(x) = a_i + b_i x``,
@@ -62,7 +65,7 @@ PREDICTORS = ("narx", "ema", "last")
 READ_EVERY_S = 0.1  # CPU/memory readings are refreshed at most this often
 UNCAPPED = 2**24  # a batch larger than any real one (batch sizes travel as exact float32/int64)
 LAGS = (0, 2)
-LIBRARY_OPTIONS = {"ema_alpha": 0.2, "split_dead_band": 0.1}  # the library's defaults for LBBSPConfig fields
+LIBRARY_OPTIONS = {"split_dead_band": 0.1}  # the library's defaults for LBBSPConfig fields (the scheme's: 0)
 _gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # its newer name, where it exists
 
 
@@ -82,7 +85,7 @@ class LoadBalancer:
 
     def __init__(self, global_batch: int, *, variant: str = "auto", predictor: str = "ema", seed: int = 0,
                  max_batch: int | None = None, samples_per_s: float | None = None, group: Any = None,
-                 device: torch.device | None = None, slowed: SlowedRank | None = None, decide_every: int = 1,
+                 device: torch.device | None = None, slowed: SlowedRank | None = None, decide_every: int = 4,
                  lag: int = 2, **options: Any) -> None:
         if predictor == "oracle":
             raise ValueError("predictor 'oracle' needs the future and exists only in the simulator; "
@@ -122,7 +125,8 @@ class LoadBalancer:
         self.decider = Decider(build_scheme(self.config, ctx)) if self.rank == 0 else None
         self.scheme = self.decider.scheme if self.decider is not None else None
         self.batches = self._broadcast(list(self.decider.initial()[0]) if self.decider is not None else None)
-        self.readings = bool(self.config.variant == "cpu" or (self.config.variant == "auto" and "cpu" in kinds))
+        self.readings = self.config.predictor == "narx" and (  # ema and last ignore the readings: none taken
+            self.config.variant == "cpu" or (self.config.variant == "auto" and "cpu" in kinds))
         self.reader = ResourceReader() if self.readings else None
         self.clock = StepClock(self.device)
         self.slowed = slowed
