@@ -79,7 +79,8 @@ class LoadBalancer:
     field (``min_batch``, ``ema_alpha``, ``narx_*``, ``window``, ...). ``slowed``: an emulated
     slowdown for this rank (benchmarks and tests; :mod:`runtime.ddp.inject`). ``decide_every``:
     steps per observation window (1: every step, as LB-BSP; m > 1: one collective and one decision
-    every m steps, from the window's mean compute time — the overhead divided by m). ``lag``: 2
+    every m steps, from the window's mean compute time — the overhead divided by m; the first
+    decision is still taken from the first step, as with m = 1). ``lag``: 2
     (default: decisions in flight, nothing waits) or 0 (decided before the next step starts, see above).
     """
 
@@ -109,6 +110,9 @@ class LoadBalancer:
         self.config = LBBSPConfig(variant=variant, predictor=predictor, initial="nominal",  # type: ignore[arg-type]
                                   **{**LIBRARY_OPTIONS, **options})
         self.lag = lag
+        # the first decision comes as early as with decide_every=1: gather at each of the first calls
+        # (lag 2: the first three, the third decides from step 0; lag 0: the first two), then every m
+        self._warm_calls = 3 if lag == 2 else 2
         self.global_batch = int(global_batch)
         mine = [1.0 if self.device.type == "cuda" else 0.0, float(max_batch or UNCAPPED), float(samples_per_s or 1.0)]
         table = self._gather(mine)
@@ -187,7 +191,7 @@ class LoadBalancer:
             self.step_batches = None
         self._calls += 1
         shared_s = 0.0  # lag 0: the blocking gather, rank 0's decision and the broadcast hold every rank alike
-        if self._calls % self.decide_every == 0:  # a gathering step
+        if self._calls <= self._warm_calls or self._calls % self.decide_every == 0:  # a gathering step
             if self.lag == 0:
                 t_shared = time.perf_counter()
                 self._gather_and_decide()
