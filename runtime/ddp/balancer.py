@@ -111,8 +111,9 @@ class LoadBalancer:
                                   **{**LIBRARY_OPTIONS, **options})
         self.lag = lag
         # the first decision comes as early as with decide_every=1: gather at each of the first calls
-        # (lag 2: the first three, the third decides from step 0; lag 0: the first two), then every m
-        self._warm_calls = 3 if lag == 2 else 2
+        # (lag 2: the first five, the fourth decides from step 1 and the fifth adopts it; lag 0: the
+        # first three, the third decides from step 1), then every m
+        self._warm_calls = 5 if lag == 2 else 3
         self.global_batch = int(global_batch)
         mine = [1.0 if self.device.type == "cuda" else 0.0, float(max_batch or UNCAPPED), float(samples_per_s or 1.0)]
         table = self._gather(mine)
@@ -281,7 +282,9 @@ class LoadBalancer:
     def begin_step(self, batches: Sequence[int]) -> None:
         """Step with ``batches`` starts now on this rank: set the hook's weight, start the clock."""
         self.step_batches = tuple(batches)
-        self._observable = self.step_batches == self.batches
+        # DDP's first step is not a rank's speed (lazy initialisation, allocator warm-up, DDP rebuilds
+        # its buckets after it): it is not observed
+        self._observable = self.step_batches == self.batches and self.steps > 0
         self.history.append(self.step_batches)
         self.weight = self.step_batches[self.rank] / sum(self.step_batches)
         self.steps += 1
