@@ -60,8 +60,13 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--variant", default="cpu", help="LB-BSP variant: auto, cpu, gpu, gpu_model")
     p.add_argument("--predictor", default="ema", help="cpu variant's speed predictor: narx, ema, last")
-    p.add_argument("--ema-alpha", type=float, default=0.5, help="ema predictor: weight of the newest speed")
-    p.add_argument("--decide-every", type=int, default=1, help="LB-BSP: steps per observation window and decision")
+    p.add_argument("--ema-alpha", type=float, default=None, help="ema predictor: weight of the newest speed (default 0.5)")
+    p.add_argument("--dead-band", type=float, default=None,
+                   help="LB-BSP split_dead_band: skip re-splits gaining less than this share of the step (library default 0.1)")
+    p.add_argument("--decide-every", type=int, default=4, help="LB-BSP: steps per observation window and decision (library default 4)")
+    p.add_argument("--lag", type=int, default=2, choices=[0, 2], help="LB-BSP: 2 (decisions in flight) or 0 (decided before the next step)")
+    p.add_argument("--drop-last", action="store_true",
+                   help="LB-BSP: skip the epoch's last N mod B samples, as the DDP mode's DistributedSampler(drop_last=True)")
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slowdown", type=float, default=3.0)
     p.add_argument("--threads", type=int, default=1)
@@ -89,10 +94,11 @@ def main() -> None:
 
     lb = None
     if args.mode == "lbbsp":
+        options = {k: v for k, v in (("ema_alpha", args.ema_alpha), ("split_dead_band", args.dead_band)) if v is not None}
         lb = LoadBalancer(args.global_batch, variant=args.variant, predictor=args.predictor, seed=args.seed,  # LB-BSP
-                          ema_alpha=args.ema_alpha, decide_every=args.decide_every, slowed=slowed)
+                          decide_every=args.decide_every, lag=args.lag, slowed=slowed, **options)
         lb.attach(model)  # LB-BSP: g = sum_r (b_r / B) g_r
-        sampler = lb.sampler(len(train), seed=args.seed)  # LB-BSP
+        sampler = lb.sampler(len(train), seed=args.seed, drop_last=args.drop_last)  # LB-BSP
         loader = DataLoader(train, batch_sampler=sampler)  # LB-BSP
     else:
         sampler = DistributedSampler(train, seed=args.seed, drop_last=True)

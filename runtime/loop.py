@@ -8,9 +8,11 @@ One round on rank ``r`` (all ranks run the same code; rank 0 also holds the sche
              forward/backward: g_r = mean gradient of the local loss (L2 penalty included)
              [emulated contention: sleep until compute_end(start, real step time x multiplier)]
     compute end: read CPU/memory availability
-    all_gather  one observation row per rank (batch, times, readings) -> rank 0 builds the
-                RoundObservation and calls scheme.next_batches (the shared lbsim sizing code)
+    all_gather  one observation row per rank (batch, times, readings) -> rank 0's
+                runtime.ddp.Decider builds the RoundObservation and calls scheme.next_batches
+                (the DDP library's decision core in its lag-0 mode, lbsim's sizing code)
     all_reduce  SUM of [ g_r * x_r / X | the next batches and a stop flag, written by rank 0 only ]
+                (the DDP library's weighting, runtime.ddp.hook.weighted_gradient)
                 -> every rank has g = sum_r (x_r / X) g_r, the mean gradient over the X samples
                    (exactly the concatenated batch's), and rank 0's decision
     step     w -= lr_t * g (momentum as lbsim.numerics.SGD); every replica applies the same update
@@ -39,8 +41,9 @@ import torch
 
 from lbsim.contention.model import build_contention
 from lbsim.metrics.run_end import RunEnd
-from lbsim.schemes.base import RoundObservation, WorkerObservation, aggregation_of, local_counts
+from lbsim.schemes.base import RoundObservation, aggregation_of
 from runtime.config import RuntimeOptions, TrainingConfig
+from runtime.ddp.decision import Decider, round_observation
 from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
 from runtime.inject import Injection
 from runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
@@ -71,14 +74,15 @@ class LoopSpec:
         """The run's end rule, shared with the simulator (:mod:`lbsim.metrics.run_end`)."""
         return RunEnd(self.max_rounds, self.max_samples, self.time_budget_s)
 
-    def is_last(self, k: int, t: float, samples: int = 0) -> bool:
-        """Update k (``samples`` applied so far, its own included) at time t is the run's last.
+    def is_last(self, k: int, t: float | None, samples: int = 0) -> bool:
+        """Update k (``samples`` applied so far, its own included), applied at time t, is the run's last.
 
-        The parameter-server loops ask :meth:`RunEnd.update_made` before applying a push, so for them
-        only the targets end the run here; the sync loop decides at rank 0's compute end, before the
-        round's update, and still applies the round that reaches the budget (its last)."""
+        Every loop asks :meth:`RunEnd.update_made` on an update's own time before applying it; the
+        servers pass the time the apply ended (no later update can be made once it is past the
+        budget), the sync loop passes ``None``: it decides at compute end, before the round's
+        update, and tests the budget at the end of the round's all-reduce."""
         end = self.run_end
-        return end.reached(k + 1, samples) or not end.update_made(t)
+        return end.reached(k + 1, samples) or (t is not None and not end.update_made(t))
 
     def fraction(self, k: int, t: float, samples: int = 0) -> float:
         return self.run_end.fraction(k + 1, samples, t)
@@ -96,17 +100,12 @@ class LoopResult:
 
 
 def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:
-    obs = []
-    for i, row in enumerate(table):
-        oracle = float(row[F["oracle_slowdown"]])
-        batch, local, fetch = int(row[F["batch"]]), int(row[F["local"]]), float(row[F["fetch_s"]])
-        obs.append(WorkerObservation(
-            worker=i, batch=batch, compute_s=float(row[F["compute_end_s"]] - row[F["start_s"]]) - fetch,
-            comm_s=0.0, wait_s=0.0, cpu_available=float(row[F["cpu_available"]]),
-            mem_available=float(row[F["mem_available"]]), oracle_slowdown=oracle if math.isfinite(oracle) else None,
-            fetch_s=fetch, local_samples=local, remote_samples=batch - local,
-        ))
-    return RoundObservation(update=k, time_s=t, workers=tuple(obs))
+    """Round k's observation from the all-gathered rows (compute time: compute end - start - fetch)."""
+    col = {name: table[:, F[name]].tolist() for name in
+           ("batch", "start_s", "compute_end_s", "fetch_s", "cpu_available", "mem_available", "oracle_slowdown", "local")}
+    compute_s = [float(e - s) - f for s, e, f in zip(col["start_s"], col["compute_end_s"], col["fetch_s"], strict=True)]
+    return round_observation(k, t, col["batch"], compute_s, col["cpu_available"], col["mem_available"],
+                             oracle_slowdown=col["oracle_slowdown"], fetch_s=col["fetch_s"], local=col["local"])
 
 
 def injection_for(spec: LoopSpec, worker: int, cores: list[int] | None, cont: Any = None) -> Injection:
@@ -148,16 +147,17 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     notes = not_injected(conts, spec.options.contention, layout is not None) if spec.inject and r == 0 else []
     if r == 0 and byzantine.note():
         notes.append(str(byzantine.note()))
-    scheme = spec.scheme_factory() if r == 0 else None
+    decider = Decider(spec.scheme_factory(), layout) if r == 0 else None
+    scheme = decider.scheme if decider is not None else None
     # every rank asks a scheme of its own for the rule, as the simulator does (rank 0's, which decides, is separate)
     rule, tolerance_f = aggregation_of(spec.scheme_factory())
     if scheme is not None and getattr(scheme, "aggregation_rule", (rule, tolerance_f)) != (rule, tolerance_f):
         raise RuntimeError(f"scheme aggregation {scheme.aggregation_rule} differs from its config's {(rule, tolerance_f)}")
     exchange = GradientExchange(comm, rule, tolerance_f, model.n_params)
     bt = torch.zeros(2 * n, dtype=torch.int64, device=dev)
-    if scheme is not None:
-        first = list(scheme.initial_batches())
-        bt[:] = torch.tensor([*first, *local_counts(scheme, layout, first)], dtype=torch.int64)
+    if decider is not None:
+        first, first_local = decider.initial()
+        bt[:] = torch.tensor([*first, *first_local], dtype=torch.int64)
     comm.broadcast(bt, "broadcast of the initial batches")
     batches, local = [int(v) for v in bt[:n].tolist()], [int(v) for v in bt[n:].tolist()]
     reader = ResourceReader(cores)
@@ -169,9 +169,9 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     inj.start(t0)
     log = RoundLog(n, spec.out) if r == 0 else None
     multiplier = inj.multiplier(0)
-    decision_s: list[float] = []
     k = 0
     applied = 0  # samples in the updates so far (rank 0)
+    budget_s, missed = spec.time_budget_s, False
     try:
         while True:
             hook.check(k)
@@ -203,17 +203,23 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             fetcher.observe(table[:, F["compute_end_s"]])
             tail = torch.zeros(2 * n + 1, dtype=dtype, device=dev)  # [next batches | next local counts | stop]
             if r == 0:
-                assert log is not None and scheme is not None
+                assert log is not None and decider is not None
                 log.add(table)
                 applied += sum(batches)
-                stop = spec.is_last(k, cend, applied)
-                t_decide = time.monotonic()
-                nxt = batches if stop else list(scheme.next_batches(_observation(table, k, cend)))
-                decision_s.append(time.monotonic() - t_decide)
-                tail[:2 * n] = torch.tensor([*nxt, *local_counts(scheme, layout, nxt)], dtype=dtype)
+                stop = spec.is_last(k, None, applied)
+                nxt, nxt_local = decider.with_local(tuple(batches)) if stop else decider.decide(_observation(table, k, cend))
+                tail[:2 * n] = torch.tensor([*nxt, *nxt_local], dtype=dtype)
                 tail[2 * n] = 1.0 if stop else 0.0
                 hb.progress(spec.fraction(k, cend, applied))
             g_agg, tail = exchange.exchange(byzantine.apply(g), x_r, total, tail, k)
+            if budget_s is not None:  # the update is made at the all-reduce's end, and only before the budget
+                late = torch.zeros(1, dtype=dtype, device=dev)
+                if r == 0:
+                    late[0] = 0.0 if spec.run_end.update_made(time.monotonic() - t0) else 1.0
+                comm.broadcast(late, "broadcast of the budget check", k)
+                if late.item() > 0:  # no update: the run ends at the budget, this round is not recorded
+                    missed = True
+                    break
             opt.step(w, g_agg, total)
             decided = [int(round(v)) for v in tail.tolist()]
             batches, local = decided[:n], decided[n:2 * n]
@@ -226,7 +232,13 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
         closing = [math.nan] * len(FIELDS)
         closing[F["start_s"]] = end
         table = comm.all_gather(torch.tensor(closing, dtype=torch.float64, device=dev), "closing all_gather", k).cpu().numpy()
+        if log is not None and missed:
+            log.drop_pending()
         end_s = log.finish(table[:, F["start_s"]]) if log is not None else end
+        if missed:  # the run ends at B, or at the last recorded row's end if that came after B (an update
+            # made just before B is stamped on each rank after its optimizer step)
+            assert budget_s is not None
+            end_s = max([budget_s, *(it.end_s for it in (log.iterations if log is not None else ()))])
         wd = w.detach().double()
         check = torch.stack([wd.sum(), (wd * torch.arange(1, wd.numel() + 1, dtype=torch.float64, device=dev)).sum()])
         checks = comm.all_gather(check, "all_gather of the replica checksums", k).cpu().numpy()
@@ -238,4 +250,4 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     finally:
         inj.stop()
     return LoopResult(w=w, log=log, scheme=scheme, end_s=end_s, replicas_identical=identical, notes=notes,
-                      decision_s=float(np.mean(decision_s)) if decision_s else 0.0)
+                      decision_s=decider.mean_decision_s if decider is not None else 0.0)

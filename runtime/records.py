@@ -70,6 +70,10 @@ class RoundLog:
             self._complete(self._pending, table[:, F["start_s"]])
         self._pending = table.copy()
 
+    def drop_pending(self) -> None:
+        """Forget the last round added: its update was not made (the time budget), so it is not recorded."""
+        self._pending = None
+
     def finish(self, ends: np.ndarray) -> float:
         """Complete the last round with every rank's end time; returns the run's end (max over ranks)."""
         if self._pending is not None:

@@ -11,7 +11,6 @@ the test can fail.
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -71,12 +70,12 @@ def _train(rank: int, world: int, group: object, weighted: bool) -> list[list[fl
     return [p.detach().flatten().tolist() for p in model.parameters()]
 
 
-def _rank(rank: int, port: int, out: str) -> None:
+def _rank(rank: int, rendezvous: str, out: str) -> None:
     """One 3-rank job: the 3-rank group and a 2-rank subgroup, each weighted and plain."""
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=3)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=3)
     results = {}
     for world in (2, 3):
         group = dist.new_group(list(range(world)))  # every rank takes part in creating it
@@ -85,19 +84,15 @@ def _rank(rank: int, port: int, out: str) -> None:
                 results[f"{world}_{weighted}"] = _train(rank, world, group, weighted)
     if rank == 0:
         Path(out).write_text(json.dumps(results))
+    dist.barrier()  # no rank tears down while another still communicates
     dist.destroy_process_group()
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[list[float]]]:
-    out = tmp_path_factory.mktemp("ddp") / "params.json"
-    mp.start_processes(_rank, args=(_port(), str(out)), nprocs=3, start_method="spawn")
+    folder = tmp_path_factory.mktemp("ddp")
+    out = folder / "params.json"  # the rendezvous is a file (FileStore): no port to pick, none to lose to another process
+    mp.start_processes(_rank, args=(str(folder / "rendezvous"), str(out)), nprocs=3, start_method="spawn")
     return json.loads(out.read_text())  # type: ignore[no-any-return]
 
 

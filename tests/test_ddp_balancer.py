@@ -5,13 +5,13 @@ load; rank 2 is slowed 3x by the runtime's emulated contention (per bucket). Clo
 ``cpu`` variant: speeds 1 : 1 : 1/3 of B = 42 give batches (18, 18, 6). Checked: every rank used
 the same batches at every step (the broadcast decision), each epoch's samples were each seen
 exactly once across ranks, and over the last two epochs the split averages within 1 sample of (18, 18, 6), every step
-within 2 (a loaded machine's scheduling noise moves single measurements).
+within 2 (a loaded machine's scheduling noise moves single measurements). Three runs: lag 2 (decisions in flight)
+deciding every step and every 2 steps, and lag 0 (decided before the next step, the mode lbsim's own loop runs in).
 """
 
 from __future__ import annotations
 
 import json
-import socket
 import time
 from pathlib import Path
 
@@ -21,6 +21,8 @@ import torch.multiprocessing as mp
 
 PER_SAMPLE_S = 0.003
 N, B, EPOCHS = 252, 42, 6  # 6 steps per epoch
+RUNS = (("every1", 1, 2), ("every2", 2, 2), ("lag0", 1, 0))  # (name, decide_every, lag)
+NAMES = [r[0] for r in RUNS]
 
 
 class Sleepy(torch.nn.Module):
@@ -36,20 +38,20 @@ class Sleepy(torch.nn.Module):
         return self.b(torch.tanh(self.a(x)))
 
 
-def _rank(rank: int, port: int, out: str) -> None:
+def _rank(rank: int, rendezvous: str, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=3)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=3)
     torch.manual_seed(0)
     x = torch.randn(N, 4)
     result: dict[str, object] = {}
-    for every in (1, 2):  # every step (LB-BSP), and one decision per window of 2 steps
+    for run, every, lag in RUNS:
         slowed = SlowedRank(constant_slowdown(3.0)) if rank == 2 else None
-        lb = LoadBalancer(B, variant="cpu", predictor="last", slowed=slowed, decide_every=every)
+        lb = LoadBalancer(B, variant="cpu", predictor="last", slowed=slowed, decide_every=every, lag=lag)
         model = DDP(Sleepy())
         lb.attach(model)
         sampler = lb.sampler(N, seed=1)
@@ -62,45 +64,56 @@ def _rank(rank: int, port: int, out: str) -> None:
                 model(x[idx]).sum().backward()
             seen.append(idx_epoch)
         lb.finish()
-        result[f"history{every}"] = lb.history
-        result[f"seen{every}"] = seen
+        result[f"history{run}"] = lb.history
+        result[f"seen{run}"] = seen
     try:  # a global batch above the ranks' caps fails on every rank (none is left waiting)
         LoadBalancer(100, max_batch=30)
         refused = ""
     except ValueError as err:
         refused = str(err)
     Path(f"{out}.{rank}").write_text(json.dumps({**result, "refused": refused}))
+    dist.barrier()  # no rank tears down while another still communicates
     dist.destroy_process_group()
 
 
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, list]]:  # type: ignore[type-arg]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    out = tmp_path_factory.mktemp("lb") / "rank"
-    mp.start_processes(_rank, args=(port, str(out)), nprocs=3, start_method="spawn")
+    folder = tmp_path_factory.mktemp("lb")
+    out = folder / "rank"  # the rendezvous is a file (FileStore): no port to pick, none to lose to another process
+    mp.start_processes(_rank, args=(str(folder / "rendezvous"), str(out)), nprocs=3, start_method="spawn")
     return [json.loads(Path(f"{out}.{r}").read_text()) for r in range(3)]
 
 
-@pytest.mark.parametrize("every", [1, 2])
-def test_every_rank_uses_the_same_batches(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
-    h = f"history{every}"
+@pytest.mark.parametrize("run", NAMES)
+def test_every_rank_uses_the_same_batches(ranks: list[dict[str, list]], run: str) -> None:  # type: ignore[type-arg]
+    h = f"history{run}"
     assert ranks[0][h] == ranks[1][h] == ranks[2][h]
     assert all(sum(b) == B for b in ranks[0][h])
 
 
-@pytest.mark.parametrize("every", [1, 2])
-def test_each_epoch_sees_every_sample_once(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
+@pytest.mark.parametrize("run", NAMES)
+def test_each_epoch_sees_every_sample_once(ranks: list[dict[str, list]], run: str) -> None:  # type: ignore[type-arg]
     for epoch in range(EPOCHS):
-        assert sorted(i for r in ranks for i in r[f"seen{every}"][epoch]) == list(range(N))
+        assert sorted(i for r in ranks for i in r[f"seen{run}"][epoch]) == list(range(N))
 
 
-@pytest.mark.parametrize("every", [1, 2])
-def test_split_converges_to_the_closed_form(ranks: list[dict[str, list]], every: int) -> None:  # type: ignore[type-arg]
-    history = ranks[0][f"history{every}"]
-    if every == 2:  # decisions are applied at gathering steps only (the 2nd, 4th, ... call): steps 1-2, 3-4, ... agree
-        assert all(history[k] == history[k + 1] for k in range(1, len(history) - 1, 2))
+def test_lag_0_decides_step_2_lag_2_step_4_whatever_the_window(ranks: list[dict[str, list]]) -> None:  # type: ignore[type-arg]
+    initial = [14, 14, 14]  # nominal speeds all equal: an even split
+    lag0, lag2 = ranks[0]["historylag0"], ranks[0]["historyevery1"]
+    # step 0 (DDP's first, with its one-off costs) is not observed: step 1's observation decides
+    assert lag0[:2] == [initial] * 2 and lag0[2] != initial  # step 2
+    assert lag2[:4] == [initial] * 4 and lag2[4] != initial  # in flight: step 4
+    # a window of 2 steps: the first decision still comes from step 1 and runs at step 4 (the first
+    # calls gather at every step), not from the first full window
+    assert ranks[0]["historyevery2"][:4] == [initial] * 4 and ranks[0]["historyevery2"][4] != initial
+
+
+@pytest.mark.parametrize("run", NAMES)
+def test_split_converges_to_the_closed_form(ranks: list[dict[str, list]], run: str) -> None:  # type: ignore[type-arg]
+    history = ranks[0][f"history{run}"]
+    if run == "every2":
+        # after the first 5 calls, decisions are applied at gathering calls only (the 6th, 8th, ...): steps 5-6, 7-8, ... agree
+        assert all(history[k] == history[k + 1] for k in range(5, len(history) - 1, 2))
         assert len({tuple(b) for b in history}) > 1  # and it does re-size
     late = history[-12:]  # the last two epochs
     for r, want in enumerate((18, 18, 6)):  # the split on average, each step within 2 (the box's noise)

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import json
-import socket
 from pathlib import Path
 
 import pytest
@@ -20,12 +19,6 @@ GPUS = torch.cuda.device_count() if torch.cuda.is_available() else 0
 needs_gpu = pytest.mark.skipif(GPUS < 1, reason="no CUDA GPU")
 needs_two = pytest.mark.skipif(GPUS < 2, reason="fewer than 2 CUDA GPUs")
 STEPS = [(3, 13), (11, 5), (2, 14)]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _net() -> torch.nn.Module:
@@ -40,7 +33,7 @@ def _data() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(total, 12, generator=g, dtype=torch.float64), torch.randint(0, 4, (total,), generator=g)
 
 
-def _rank(rank: int, world: int, port: int, out: str) -> None:
+def _rank(rank: int, world: int, rendezvous: str, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -48,7 +41,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
     dev = torch.device("cuda", rank)
     torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group("nccl", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     model = DDP(_net().to(dev), device_ids=[rank], bucket_cap_mb=0.001)
     lb = LoadBalancer(sum(STEPS[0]), variant="gpu_model")
     assert lb.device == dev
@@ -67,6 +60,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
     assert lb.clock.marked and lb.clock.elapsed_s() > 0
     if rank == 0:
         Path(out).write_text(json.dumps([p.detach().cpu().flatten().tolist() for p in model.parameters()]))
+    dist.barrier()
     dist.destroy_process_group()
 
 
@@ -85,7 +79,7 @@ def _reference() -> list[torch.Tensor]:
 
 def _worst(world: int, tmp_path: Path) -> float:
     out = tmp_path / "params.json"
-    mp.start_processes(_rank, args=(world, _port(), str(out)), nprocs=world, start_method="spawn")
+    mp.start_processes(_rank, args=(world, str(tmp_path / "rendezvous"), str(out)), nprocs=world, start_method="spawn")
     got = json.loads(out.read_text())
     return max(float((torch.tensor(g, dtype=torch.float64) - r).abs().max()) for g, r in zip(got, _reference(), strict=True))
 

@@ -14,6 +14,13 @@ update is the batch-weighted mean ``g = sum_i (x_i / X) g_i``. Variants:
 * ``auto`` — per worker kind: CPU workers as in ``cpu`` (``t = x / v̂``), GPU workers as in
   ``gpu_model``; one water-filling over all.
 
+Dead band (``split_dead_band`` = δ, an option; 0 by default, the paper's rule): with the predicted
+curves ``t_i(x) = a_i + b_i x``, the new split x' replaces the current x only if
+``max_i t_i(x'_i) < (1 - δ) max_i t_i(x_i)`` — a re-split that would gain less than δ of the step is
+noise-chasing (a shared machine's speeds move a few percent from step to step) and is skipped.
+When the current split's predicted times already lie within δ of each other (``(max - min) / max
+<= δ``, a bound on any re-split's gain) no split is computed at all.
+
 Our choices where the paper is silent (all parameters): the first round uses the nominal
 catalog curves (``initial: nominal``) or an even split (``initial: even``); prediction error is
 reported as the error of the predicted compute time of the batch actually given (for ``gpu``,
@@ -59,6 +66,9 @@ class LBBSPConfig:
     dead_band: float = param(0.05, "gpu: no move while (slowest - leader) / slowest is below this", ge=0, le=1)
     fit_history: int = param(20, "gpu_model: observations kept per worker for the fit", ge=2, le=MAX_HISTORY)
     fit_decay: float = param(0.8, "gpu_model: weight decay per iteration of age in the fit", gt=0, le=1)
+    split_dead_band: float = param(0.0, "cpu, gpu_model, auto: keep the current split unless the new one shortens the predicted "
+                                   "step (slowest worker) by more than this fraction (0: re-split every round, the paper's rule)",
+                                   ge=0, le=1)
 
 
 @register_scheme("lbbsp", LBBSPConfig)
@@ -134,15 +144,37 @@ class LBBSP:
             self._rel_err.append(err / measured)
         a, b = self._predict_curves(obs)
         variant = self.cfg.variant
+        band = self.cfg.split_dead_band
         if variant == "gpu":
             batches = self.step_rule.observe(measured.tolist())
-        elif variant == "cpu":
-            batches = proportional_split(self.ctx.global_batch, 1.0 / b, self.ctx.max_batch, min_batch=self.cfg.min_batch)
+        elif band > 0 and self._spread(a, b) <= band:  # no split can gain more than the band: none is computed
+            batches = self._batches
         else:
-            batches = self._equalize(a, b)
+            if variant == "cpu":
+                batches = proportional_split(self.ctx.global_batch, 1.0 / b, self.ctx.max_batch, min_batch=self.cfg.min_batch)
+            else:
+                batches = self._equalize(a, b)
+            if band > 0 and not self._gains(a, b, batches, band):
+                batches = self._batches
         self._batches = tuple(batches)
         self.predicted_s = a + b * np.array(self._batches)
         return self._batches
+
+    def _gains(self, a: np.ndarray, b: np.ndarray, batches: tuple[int, ...], band: float) -> bool:
+        """The split ``batches`` shortens the predicted step of the current one by more than ``band`` of it."""
+        now = float(np.max(a + b * np.array(self._batches)))
+        new = float(np.max(a + b * np.array(batches)))
+        return new < (1.0 - band) * now
+
+    def _spread(self, a: np.ndarray, b: np.ndarray) -> float:
+        """``(max - min) / max`` of the current split's predicted times: a bound on any re-split's gain.
+
+        Any split x' of the same total has ``max_i t_i(x'_i) >= min_i t_i(x_i)`` (the t_i increase
+        with x; were every t_i(x'_i) below the smallest current time, every x'_i would be below x_i
+        and the total short), so no re-split gains more than this spread."""
+        t = a + b * np.array(self._batches)
+        hi = float(np.max(t))
+        return (hi - float(np.min(t))) / hi if hi > 0 else 0.0
 
     def _predict_curves(self, obs: dict[str, np.ndarray | None]) -> tuple[np.ndarray, np.ndarray]:
         """Each worker's predicted next compute time as ``a + b x`` (every worker at once).

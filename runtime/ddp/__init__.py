@@ -7,18 +7,20 @@ Public names (import from ``runtime.ddp``)::
     loader = DataLoader(ds, batch_sampler=lb.sampler(len(ds)))   # rank r's b_r samples per step
 
 Modules: :mod:`~runtime.ddp.balancer` (decisions by lbsim's ``lbbsp`` scheme and sizing code),
+:mod:`~runtime.ddp.decision` (the decision core ``lbsim train``'s synchronous loop shares),
 :mod:`~runtime.ddp.sampler` (an epoch cut into per-rank batches), :mod:`~runtime.ddp.hook` (the
 weighted communication hook), :mod:`~runtime.ddp.timing` (per-rank compute time on CPU and CUDA),
 :mod:`~runtime.ddp.inject` (the runtime's emulated contention, per bucket).
 """
 
 from runtime.ddp.balancer import LoadBalancer
+from runtime.ddp.decision import Decider, round_observation
 from runtime.ddp.hook import weighted_gradient, weighted_sum_hook
 from runtime.ddp.inject import SlowedRank, constant_slowdown, slowed_hook
 from runtime.ddp.sampler import BalancedBatchSampler
 from runtime.ddp.timing import StepClock
 
 __all__ = [
-    "BalancedBatchSampler", "LoadBalancer", "SlowedRank", "StepClock", "constant_slowdown", "slowed_hook",
-    "weighted_gradient", "weighted_sum_hook",
+    "BalancedBatchSampler", "Decider", "LoadBalancer", "SlowedRank", "StepClock", "constant_slowdown",
+    "round_observation", "slowed_hook", "weighted_gradient", "weighted_sum_hook",
 ]

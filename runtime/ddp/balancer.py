@@ -12,12 +12,27 @@ same objects the simulator and the runtime call. One step, on every rank::
                        (whatever each rank's floating-point library would have computed)
     step k+3 starts    the decision is in effect on every rank
 
+``lag=0`` (LB-BSP's own timing, the mode lbsim's synchronous loop runs in): the call at the start
+of step k+1 all-gathers step k's observations and waits, rank 0 decides, a broadcast gives every
+rank the decision, and step k+1 already runs it — two blocking collectives per step instead of one
+in flight. Both modes decide with :class:`runtime.ddp.decision.Decider`, the code ``lbsim train``
+decides with.
+
+Library defaults (differing from the scheme's, which keep the paper's rule): predictor ``ema``,
+``split_dead_band`` 0.1 (no re-split that would gain less than 10 % of the predicted step) and
+``decide_every`` 4 (one observation, the mean of 4 steps, and one decision per 4 steps): a DDP
+job's speeds move from step to step with the machine's scheduling, following that noise costs more
+than it balances, and a collective and a decision per step cost ~1-2 % of a 35 ms step
+(docs/library.md). ``predictor="narx", split_dead_band=0.0, decide_every=1`` give the scheme's rule
+at every step.
+
 ``compute_s`` is the rank's own work (:mod:`runtime.ddp.timing`), never the wait for the others,
 plus the rank's time in the balancer before the step (rank 0's decision included): the scheme then
 balances the decision's cost like any other work.
 ``cpu_available`` is measured from ``/proc/stat`` and ``psutil`` (:class:`runtime.resources.ResourceReader`)
 or, under an emulated slowdown, the schedule's ``1/f``; ``mem_available`` is ``psutil``'s. They are
-read only when the variant has CPU-like workers (``cpu``, or ``auto`` on CPU ranks).
+read only when the variant has CPU-like workers (``cpu``, or ``auto`` on CPU ranks) and the
+predictor is ``narx`` (``ema`` and ``last`` ignore them).
 
 The variants are the scheme's: ``cpu`` (x_i ∝ predicted speed; predictors ``narx``, ``ema``,
 ``last``), ``gpu`` (the windowed step rule), ``gpu_model`` (fitted ``t_i(x) = a_i + b_i x``,
@@ -35,10 +50,11 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from lbsim.schemes.base import RoundObservation, SchemeContext, WorkerObservation
+from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.lbbsp import LBBSPConfig
 from lbsim.schemes.registry import build_scheme
 from lbsim.sizing.split import proportional_split
+from runtime.ddp.decision import Decider, round_observation
 from runtime.ddp.hook import weighted_sum_hook
 from runtime.ddp.inject import SlowedRank
 from runtime.ddp.timing import StepClock
@@ -48,6 +64,9 @@ VARIANTS = ("auto", "cpu", "gpu", "gpu_model")
 PREDICTORS = ("narx", "ema", "last")
 READ_EVERY_S = 0.1  # CPU/memory readings are refreshed at most this often
 UNCAPPED = 2**24  # a batch larger than any real one (batch sizes travel as exact float32/int64)
+LAGS = (0, 2)
+LIBRARY_OPTIONS = {"split_dead_band": 0.1}  # the library's defaults for LBBSPConfig fields (the scheme's: 0)
+_gather_single = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # its newer name, where it exists
 
 
 class LoadBalancer:
@@ -60,13 +79,15 @@ class LoadBalancer:
     field (``min_batch``, ``ema_alpha``, ``narx_*``, ``window``, ...). ``slowed``: an emulated
     slowdown for this rank (benchmarks and tests; :mod:`runtime.ddp.inject`). ``decide_every``:
     steps per observation window (1: every step, as LB-BSP; m > 1: one collective and one decision
-    every m steps, from the window's mean compute time — the overhead divided by m).
+    every m steps, from the window's mean compute time — the overhead divided by m; the first
+    decision is still taken from the first step, as with m = 1). ``lag``: 2
+    (default: decisions in flight, nothing waits) or 0 (decided before the next step starts, see above).
     """
 
-    def __init__(self, global_batch: int, *, variant: str = "auto", predictor: str = "narx", seed: int = 0,
+    def __init__(self, global_batch: int, *, variant: str = "auto", predictor: str = "ema", seed: int = 0,
                  max_batch: int | None = None, samples_per_s: float | None = None, group: Any = None,
-                 device: torch.device | None = None, slowed: SlowedRank | None = None, decide_every: int = 1,
-                 **options: Any) -> None:
+                 device: torch.device | None = None, slowed: SlowedRank | None = None, decide_every: int = 4,
+                 lag: int = 2, **options: Any) -> None:
         if predictor == "oracle":
             raise ValueError("predictor 'oracle' needs the future and exists only in the simulator; "
                              "valid here: narx, ema, last")
@@ -75,6 +96,8 @@ class LoadBalancer:
                              f"predictors {', '.join(PREDICTORS)}")
         if decide_every < 1:
             raise ValueError(f"decide_every must be >= 1, got {decide_every}")
+        if lag not in LAGS:
+            raise ValueError(f"lag must be one of {LAGS}, got {lag}")
         if not dist.is_initialized():
             raise RuntimeError("LoadBalancer needs torch.distributed to be initialised (init_process_group) first")
         self.group = group
@@ -84,7 +107,13 @@ class LoadBalancer:
         self.device = device if device is not None else (
             torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu"))
         self.comm_device = self.device if backend == "nccl" else torch.device("cpu")
-        self.config = LBBSPConfig(variant=variant, predictor=predictor, initial="nominal", **options)  # type: ignore[arg-type]
+        self.config = LBBSPConfig(variant=variant, predictor=predictor, initial="nominal",  # type: ignore[arg-type]
+                                  **{**LIBRARY_OPTIONS, **options})
+        self.lag = lag
+        # the first decision comes as early as with decide_every=1: gather at each of the first calls
+        # (lag 2: the first five, the fourth decides from step 1 and the fifth adopts it; lag 0: the
+        # first three, the third decides from step 1), then every m
+        self._warm_calls = 5 if lag == 2 else 3
         self.global_batch = int(global_batch)
         mine = [1.0 if self.device.type == "cuda" else 0.0, float(max_batch or UNCAPPED), float(samples_per_s or 1.0)]
         table = self._gather(mine)
@@ -98,16 +127,17 @@ class LoadBalancer:
         if not low <= self.global_batch <= sum(caps):  # checked on every rank: no rank waits for a failed one
             raise ValueError(f"global_batch {self.global_batch} must lie in [{low}, {sum(caps)}] "
                              f"({self.world} ranks x min_batch {self.config.min_batch}, the sum of the ranks' max_batch)")
-        self.scheme = build_scheme(self.config, ctx) if self.rank == 0 else None
-        self.batches = self._broadcast(list(self.scheme.initial_batches()) if self.scheme is not None else None)
-        self.readings = bool(self.config.variant == "cpu" or (self.config.variant == "auto" and "cpu" in kinds))
+        self.decider = Decider(build_scheme(self.config, ctx)) if self.rank == 0 else None
+        self.scheme = self.decider.scheme if self.decider is not None else None
+        self.batches = self._broadcast(list(self.decider.initial()[0]) if self.decider is not None else None)
+        self.readings = self.config.predictor == "narx" and (  # ema and last ignore the readings: none taken
+            self.config.variant == "cpu" or (self.config.variant == "auto" and "cpu" in kinds))
         self.reader = ResourceReader() if self.readings else None
         self.clock = StepClock(self.device)
         self.slowed = slowed
         self.weight = 1.0 / self.world
         self.step_batches: tuple[int, ...] | None = None  # the batches of the step in progress
         self.steps = 0
-        self.decisions = 0
         self.overhead_s = 0.0  # wall time in next_batches (all steps): bookkeeping, rank 0's decision, collectives
         self.overhead_cpu_s = 0.0  # the same, CPU time of this thread (not inflated by other processes' load)
         self.history: list[tuple[int, ...]] = []  # the batches of every step, in order
@@ -142,16 +172,17 @@ class LoadBalancer:
     def next_batches(self) -> tuple[int, ...]:
         """Every rank's batch for the next step (collective: call on every rank, once per step).
 
-        One asynchronous ``all_gather`` per window of ``decide_every`` steps (below, m = 1) and no
-        wait inside a step: the call at the start of step k launches the gather of step k-1's
+        ``lag=2``: one asynchronous ``all_gather`` per window of ``decide_every`` steps (below, m = 1)
+        and no wait inside a step: the call at the start of step k launches the gather of step k-1's
         observations (rank 0's row also carries its latest decision); the call at step k+1 finds it
         done, and rank 0 decides from it; that decision rides the next gather and is applied at step
         k+2 on every rank (a lag of two steps; of two windows for m > 1). The
         scheme always learns from the batch a rank really ran, so only the ``gpu`` variant's step
         rule (which attributes a measurement to its latest decision) is affected by the lag.
+        ``lag=0``: the gather of step k-1's observations is waited for, rank 0 decides and broadcasts,
+        and step k runs the decision.
         """
         t, cpu0 = time.perf_counter(), time.thread_time()
-        n = self.world
         if self.step_batches is not None:  # the step just finished joins this window's observation
             if self._observable:
                 self._window[0] += 1.0
@@ -160,11 +191,32 @@ class LoadBalancer:
                 self._window[2] = 1.0  # an epoch's shortened last step: the window teaches nothing
             self.step_batches = None
         self._calls += 1
-        if self._calls % self.decide_every:  # not a gathering step
-            self._pre_s = time.perf_counter() - t
-            self.overhead_s += self._pre_s
-            self.overhead_cpu_s += time.thread_time() - cpu0
-            return self.batches
+        shared_s = 0.0  # lag 0: the blocking gather, rank 0's decision and the broadcast hold every rank alike
+        if self._calls <= self._warm_calls or self._calls % self.decide_every == 0:  # a gathering step
+            if self.lag == 0:
+                t_shared = time.perf_counter()
+                self._gather_and_decide()
+                shared_s = time.perf_counter() - t_shared
+            else:
+                self._exchange()
+        self._pre_s = time.perf_counter() - t - shared_s  # counted as this rank's work in the next observation
+        self.overhead_s += self._pre_s + shared_s
+        self.overhead_cpu_s += time.thread_time() - cpu0
+        return self.batches
+
+    def _observation_row(self, width: int) -> list[float]:
+        """[b, mean compute_s, cpu, mem | 0 ...] of the window just ended (zeros: nothing to learn), and a new window."""
+        row = [0.0] * width
+        steps, busy_s, spoilt = self._window
+        if steps > 0 and not spoilt:  # one step's batch and mean compute time over the window (same batches)
+            row[:4] = [float(self.batches_run[self.rank]), busy_s / steps, *self._readings()]
+        self._window = [0.0, 0.0, 0.0]
+        self.batches_run = self.batches
+        return row
+
+    def _exchange(self) -> None:
+        """lag 2: finish the gather in flight (adopt rank 0's decision in it, rank 0 decides anew), launch the next."""
+        n = self.world
         if self._inflight is not None:
             work, out = self._inflight
             work.wait()
@@ -172,24 +224,25 @@ class LoadBalancer:
             table = out.view(n, 4 + n).tolist()
             if table[0][4] > 0:  # rank 0's decision from the gather before
                 self.batches = tuple(int(v) for v in table[0][4:])
-            if all(row[0] > 0 for row in table):  # a window that ran decided batches: something to learn
-                self._decide(table)
-        row = [0.0] * (4 + n)
-        steps, busy_s, spoilt = self._window
-        if steps > 0 and not spoilt:  # one step's batch and mean compute time over the window (same batches)
-            row[:4] = [float(self.batches_run[self.rank]), busy_s / steps, *self._readings()]
-        self._window = [0.0, 0.0, 0.0]
-        self.batches_run = self.batches
+            self._decision = self._decide(table)
+        row = self._observation_row(4 + n)
         if self._decision is not None:
             row[4:] = [float(v) for v in self._decision]
             self._decision = None
         mine = torch.tensor(row, dtype=torch.float64, device=self.comm_device)
         out = torch.empty(n * (4 + n), dtype=torch.float64, device=self.comm_device)  # flat: what gloo accepts
-        self._inflight = (dist.all_gather_into_tensor(out, mine, group=self.group, async_op=True), out)
-        self._pre_s = time.perf_counter() - t
-        self.overhead_s += self._pre_s
-        self.overhead_cpu_s += time.thread_time() - cpu0
-        return self.batches
+        self._inflight = (_gather_single(out, mine, group=self.group, async_op=True), out)
+
+    def _gather_and_decide(self) -> None:
+        """lag 0: gather the window's observations, rank 0 decides, every rank takes the decision now."""
+        n = self.world
+        mine = torch.tensor(self._observation_row(4), dtype=torch.float64, device=self.comm_device)
+        out = torch.empty(n * 4, dtype=torch.float64, device=self.comm_device)
+        _gather_single(out, mine, group=self.group)
+        decided = self._decide(out.view(n, 4).tolist())
+        learnt = self._broadcast(list(decided) if decided is not None else None)
+        if learnt[0] > 0:  # zeros: nothing was decided (a window that taught nothing)
+            self.batches = self.batches_run = learnt  # the next window runs the decision
 
     def _readings(self) -> tuple[float, float]:
         """(cpu_available, mem_available): the schedule's under an emulated slowdown, else measured at
@@ -205,15 +258,14 @@ class LoadBalancer:
             return self.slowed.cpu_available(), self._last_readings[1]
         return self._last_readings
 
-    def _decide(self, table: list[list[float]]) -> None:
-        """Rank 0: the scheme's next batches from one gathered row per rank (sent with the next gather)."""
-        if self.scheme is None:
-            return
-        obs = tuple(WorkerObservation(worker=i, batch=int(row[0]), compute_s=max(row[1], 1e-9), comm_s=0.0,
-                                      wait_s=0.0, cpu_available=row[2], mem_available=row[3])
-                    for i, row in enumerate(table))
-        self._decision = tuple(self.scheme.next_batches(RoundObservation(update=self.decisions, time_s=0.0, workers=obs)))
-        self.decisions += 1
+    def _decide(self, table: list[list[float]]) -> tuple[int, ...] | None:
+        """Rank 0: the scheme's next batches from one gathered row per rank (None elsewhere, and when a
+        rank's window taught nothing: an epoch's shortened step, or no step yet)."""
+        if self.decider is None or not all(row[0] > 0 for row in table):
+            return None
+        cols = list(zip(*(row[:4] for row in table), strict=True))
+        obs = round_observation(self.decider.decisions, 0.0, cols[0], [max(v, 1e-9) for v in cols[1]], cols[2], cols[3])
+        return self.decider.decide(obs)[0]
 
     def finish(self) -> None:
         """Wait for the balancer's collectives still in flight (call on every rank before destroying the group)."""
@@ -230,7 +282,9 @@ class LoadBalancer:
     def begin_step(self, batches: Sequence[int]) -> None:
         """Step with ``batches`` starts now on this rank: set the hook's weight, start the clock."""
         self.step_batches = tuple(batches)
-        self._observable = self.step_batches == self.batches
+        # DDP's first step is not a rank's speed (lazy initialisation, allocator warm-up, DDP rebuilds
+        # its buckets after it): it is not observed
+        self._observable = self.step_batches == self.batches and self.steps > 0
         self.history.append(self.step_batches)
         self.weight = self.step_batches[self.rank] / sum(self.step_batches)
         self.steps += 1
