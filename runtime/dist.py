@@ -6,10 +6,10 @@ naming this rank, the collective and the round. Such an error is *secondary*: th
 for the rank that failed first (an exception of its own, a death without a report, or the rank
 that stopped making progress) and names that one (:mod:`runtime.launch`).
 
-Ranks find each other through a TCP rendezvous: ``tcp://MASTER_ADDR:MASTER_PORT`` with an explicit
-rank and world size (the launcher picks a free port on 127.0.0.1; under ``torchrun`` the variables
-``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT`` come from the
-environment). ``timeout_s`` bounds every collective, so a crashed or hung peer ends the run.
+Ranks find each other through a rendezvous with an explicit rank and world size: the launcher's
+ranks through a file in the launch's own private folder (``file://``; no port is picked and
+released, which another process could take in between), ``torchrun``'s through
+``env://`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``). ``timeout_s`` bounds every collective, so a crashed or hung peer ends the run.
 
 The failure hook is for tests and demonstrations only: ``LBSIM_RUNTIME_FAIL=RANK:ROUND[:MODE]``
 makes rank RANK fail when it starts round ROUND of a training loop, with MODE ``raise`` (a Python
@@ -52,15 +52,14 @@ class RankInfo:
     device: torch.device
 
 
-def init_group(*, rank: int, world: int, local_rank: int, master_addr: str, master_port: int,
-               backend: str, timeout_s: float) -> RankInfo:
+def init_group(*, rank: int, world: int, local_rank: int, init_method: str, backend: str, timeout_s: float) -> RankInfo:
     if backend == "nccl":
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
     dist.init_process_group(
-        backend, init_method=f"tcp://{master_addr}:{master_port}", rank=rank, world_size=world,
+        backend, init_method=init_method, rank=rank, world_size=world,
         timeout=datetime.timedelta(seconds=timeout_s),
     )
     return RankInfo(rank, world, local_rank, backend, device)

@@ -23,7 +23,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import tempfile
 import time
 from collections.abc import Iterator
@@ -43,12 +42,6 @@ class RuntimeFailure(RuntimeError):
         self.rank = rank
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def launch(job: Job, nproc: int, *, progress: Any = None) -> None:
     """Run ``job`` on ``nproc`` local ranks; raises :class:`RuntimeFailure` naming the failed rank."""
     import torch.multiprocessing as mp
@@ -56,8 +49,7 @@ def launch(job: Job, nproc: int, *, progress: Any = None) -> None:
     ctx = mp.get_context("spawn")
     shared = ctx.Array("d", nproc + 1, lock=False)
     status = Path(tempfile.mkdtemp(prefix="lbsim-runtime-"))
-    port = free_port()
-    procs = [ctx.Process(target=spawn_entry, args=(r, nproc, port, job, shared, str(status)), name=f"lbsim-rank{r}")
+    procs = [ctx.Process(target=spawn_entry, args=(r, nproc, job, shared, str(status)), name=f"lbsim-rank{r}")
              for r in range(nproc)]
     try:
         with _rank_environment():

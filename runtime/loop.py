@@ -215,7 +215,10 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             if budget_s is not None:  # the update is made at the all-reduce's end, and only before the budget
                 late = torch.zeros(1, dtype=dtype, device=dev)
                 if r == 0:
-                    late[0] = 0.0 if spec.run_end.update_made(time.monotonic() - t0) else 1.0
+                    assert log is not None
+                    t_update = time.monotonic() - t0
+                    late[0] = 0.0 if spec.run_end.update_made(t_update) else 1.0
+                    log.stamp(k, t_update)
                 comm.broadcast(late, "broadcast of the budget check", k)
                 if late.item() > 0:  # no update: the run ends at the budget, this round is not recorded
                     missed = True
@@ -235,10 +238,11 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
         if log is not None and missed:
             log.drop_pending()
         end_s = log.finish(table[:, F["start_s"]]) if log is not None else end
-        if missed:  # the run ends at B, or at the last recorded row's end if that came after B (an update
-            # made just before B is stamped on each rank after its optimizer step)
+        if missed:  # the run ends at B; rows of the last update still running then are cut at B
             assert budget_s is not None
-            end_s = max([budget_s, *(it.end_s for it in (log.iterations if log is not None else ()))])
+            end_s = budget_s
+            if log is not None:
+                log.cut_at(budget_s)
         wd = w.detach().double()
         check = torch.stack([wd.sum(), (wd * torch.arange(1, wd.numel() + 1, dtype=torch.float64, device=dev)).sum()])
         checks = comm.all_gather(check, "all_gather of the replica checksums", k).cpu().numpy()

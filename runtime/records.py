@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from lbsim.metrics.records import ITERATION_COLUMNS, UPDATE_COLUMNS, IterationRecord, UpdateRecord
+from lbsim.metrics.run_end import cut_row
 from lbsim.metrics.writers import atomic_write_text, csv_text, write_json
 
 # Fields of one rank's observation row (float64), in order.
@@ -54,6 +55,7 @@ class RoundLog:
         self.updates: list[UpdateRecord] = []
         self.observations: list[tuple[Any, ...]] = []
         self._pending: np.ndarray | None = None
+        self._stamps: dict[int, float] = {}
         self.out = out
         self._files: dict[str, Any] = {}
         if out is not None:
@@ -70,9 +72,25 @@ class RoundLog:
             self._complete(self._pending, table[:, F["start_s"]])
         self._pending = table.copy()
 
+    def stamp(self, k: int, t: float) -> None:
+        """Round k's update was made at t: the moment rank 0 tested it against the time budget (the end
+        of the round's all-reduce). Without a stamp the update's time is the first next-round start."""
+        self._stamps[k] = t
+
     def drop_pending(self) -> None:
         """Forget the last round added: its update was not made (the time budget), so it is not recorded."""
         self._pending = None
+
+    def cut_at(self, end_s: float) -> None:
+        """The run ended at ``end_s`` (the budget): a row whose gradient is in an update but whose
+        iteration had not ended is recorded up to ``end_s`` and marked ``cut`` (lbsim.metrics.run_end)."""
+        for i, it in enumerate(self.iterations):
+            if it.end_s > end_s:
+                moved_s = min(it.comm_s, end_s - it.start_s - it.fetch_s - it.compute_s)
+                self.iterations[i] = IterationRecord(*cut_row(
+                    worker=it.worker, iteration=it.iteration, update=it.update, start_s=it.start_s, end_s=end_s,
+                    compute_s=it.compute_s, comm_s=moved_s, fetch_s=it.fetch_s, batch=it.batch,
+                    staleness=it.staleness, weight=it.weight))
 
     def finish(self, ends: np.ndarray) -> float:
         """Complete the last round with every rank's end time; returns the run's end (max over ranks)."""
@@ -97,7 +115,7 @@ class RoundLog:
             )
             for i in range(self.n)
         ]
-        upd = UpdateRecord(update=k, time_s=float(cend.max()) + comm, samples=total, gradients=self.n)
+        upd = UpdateRecord(update=k, time_s=self._stamps.pop(k, float(cend.max()) + comm), samples=total, gradients=self.n)
         obs = [
             (i, k, int(batch[i]), float(cend[i] - start[i] - fetch[i]), float(t[i, F["real_compute_s"]]),
              float(t[i, F["cpu_available"]]), float(t[i, F["cpu_measured"]]), float(t[i, F["mem_available"]]),

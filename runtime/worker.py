@@ -220,8 +220,8 @@ def _report(rank: int, err: BaseException, hb: Any, task: Task | None, status: P
               file=sys.stderr)
 
 
-def spawn_entry(rank: int, world: int, port: int, job: Job, shared: Any, status: str) -> None:
-    """Target of the launcher's processes: one rank on 127.0.0.1."""
+def spawn_entry(rank: int, world: int, job: Job, shared: Any, status: str) -> None:
+    """Target of the launcher's processes: one rank; the ranks meet through a file in ``status``."""
     import multiprocessing
 
     from runtime.dist import Heartbeat, init_group
@@ -233,7 +233,7 @@ def spawn_entry(rank: int, world: int, port: int, job: Job, shared: Any, status:
     hb = Heartbeat(shared, rank)
     status_dir = Path(status)
     try:
-        info = init_group(rank=rank, world=world, local_rank=rank, master_addr="127.0.0.1", master_port=port,
+        info = init_group(rank=rank, world=world, local_rank=rank, init_method=(status_dir / "rendezvous").as_uri(),
                           backend=job.options.backend, timeout_s=job.options.timeout_s)
     except BaseException as err:
         _report(rank, err, hb, None, status_dir)

@@ -241,22 +241,27 @@ def test_nccl_one_gpu_per_rank(tmp_path: Path, ranks: int) -> None:
 
 def test_time_budget_ends_the_sync_run_as_in_the_simulator(tmp_path: Path) -> None:
     """The simulator's end rule (lbsim.metrics.run_end): a round whose update would come at or after the
-    budget B makes no update and is not recorded; the run ends at B (or at the last recorded row's end,
-    if an update made just before B was stamped after it); the records add up."""
-    budget_s = 0.35  # rounds of ~0.1 s (40 samples at 100 and 300 samples/s, split 10/30): one is in flight at B
-    path = _scenario(tmp_path, [100.0, 300.0], global_batch=40, updates=1, extra="contention: []\n")
+    budget B makes no update and is not recorded; the run ends at B; rows of the last update still
+    running at B are recorded up to B, marked cut; the records add up."""
+    budget_s = 0.3
+    path = _scenario(tmp_path, [1000.0, 3000.0], global_batch=40, updates=1, extra="contention: []\n")
     text = path.read_text(encoding="utf-8").replace("updates: 1}", f"updates: null, time_budget_s: {budget_s}}}")
     path.write_text(text, encoding="utf-8")
     out = tmp_path / "run"
     launch(Job(scenario=str(path), options=RuntimeOptions(timeout_s=60), tasks=(Task("train", str(out)),)), 2)
     summary = json.loads((out / "summary.json").read_text())
     ups, its = _rows(out / "updates.csv"), _rows(out / "iterations.csv")
-    assert len(ups) >= 2
+    assert len(ups) >= 3
+    assert summary["sim_time_s"] == budget_s
     assert all(float(u["time_s"]) < budget_s for u in ups)  # the round in flight at B made no update
-    last_row_end = max(float(r["end_s"]) for r in its)
-    assert summary["sim_time_s"] == pytest.approx(max(budget_s, last_row_end), abs=1e-9) == budget_s
+    assert all(float(r["end_s"]) <= budget_s for r in its)
+    assert all(float(r["end_s"]) == budget_s for r in its if r["cut"] == "true")
     assert sorted({int(r["update"]) for r in its}) == list(range(len(ups)))  # no row of a round without its update
     assert sum(int(r["batch"]) for r in its) == sum(int(u["samples"]) for u in ups) == summary["samples"]
+    for r in its:  # a cut row's parts still add up to its span
+        parts = float(r["fetch_s"]) + float(r["compute_s"]) + float(r["comm_s"]) + float(r["wait_s"])
+        assert parts == pytest.approx(float(r["end_s"]) - float(r["start_s"]), abs=1e-9)
+        assert min(float(r["comm_s"]), float(r["wait_s"])) >= 0
 
 
 def test_torchrun_runs_the_same_entry_point(tmp_path: Path) -> None:
