@@ -14,7 +14,10 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["lbsim", "lbsim.*", "simulator", "simulator.*", "runtime", "runtime.*"]),
+    # The engines live in the top-level folders simulator/ and runtime/ and are installed as lbsim.simulator and
+    # lbsim.runtime: lbsim/simulator and lbsim/runtime are links to them (find_packages follows links), so the
+    # installed, the editable and the source-tree import names are the same, and the generic names stay free.
+    packages=find_packages(include=["lbsim", "lbsim.*"]),
     package_data={"lbsim.numerics": ["data/*.gz", "data/README.md"]},
     # polars: the native CSV/Parquet writer and reader of every table (a million rows in < 1 s);
     # scipy: lbsim calibrate's bounded least squares;

@@ -22,7 +22,7 @@ from lbsim.calibration.run import predict
 from lbsim.calibration.select import calibrate_auto
 from lbsim.cli import main
 from lbsim.scenario.loader import scenario_from_data
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "pollux_osdi21_t4_step_time"
 if not DATA.is_dir():

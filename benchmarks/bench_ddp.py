@@ -6,7 +6,7 @@ a few minutes) or ``python benchmarks/bench_ddp.py`` (prints the table). The scr
 rank), run side by side in alternating order, ``REPEATS`` times per arm:
 
 * ``contention``: rank 2 slowed by ``SLOWDOWN`` for the whole run with the runtime's emulated
-  contention (:mod:`runtime.ddp.inject`, the same in both arms). ``ddp``: the plain script
+  contention (:mod:`lbsim.runtime.ddp.inject`, the same in both arms). ``ddp``: the plain script
   (DistributedSampler, B/3 per rank, DDP's averaging); ``lbbsp``: the same script with LB-BSP
   (variant ``cpu``, predictor ``ema``, the library's defaults ``split_dead_band`` 0.1 and ``decide_every`` 4).
   Both arms drop the epoch's last ``N mod B`` samples (DistributedSampler's ``drop_last``; the

@@ -31,7 +31,7 @@ import json, resource, sys, time
 from pathlib import Path
 from lbsim.output import write_run
 from lbsim.scenario.loader import load_scenario
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 def rss_mib():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB

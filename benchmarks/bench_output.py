@@ -5,7 +5,7 @@ One case, heavy (~1 minute): each of its rounds times, one after the other on th
 
 * ``bare`` — :func:`bench_simulator.bare_simpy_loop` of the same size: 1,024 processes x 1,000
   timeouts (1,025,024 events);
-* ``simulate`` — :func:`simulator.run.simulate` of large.yaml alone (1,024 workers x 1,000
+* ``simulate`` — :func:`lbsim.simulator.run.simulate` of large.yaml alone (1,024 workers x 1,000
   updates: 1,024,000 worker-iterations), no files;
 * ``write_csv`` / ``write_parquet`` — :func:`lbsim.output.write_run` of that result alone (every
   table, provenance, summary);
@@ -43,7 +43,7 @@ from bench_simulator import LARGE, REPO, bare_simpy_loop  # noqa: E402
 from lbsim.cli import main  # noqa: E402
 from lbsim.output import write_run  # noqa: E402
 from lbsim.scenario.loader import load_scenario  # noqa: E402
-from simulator.run import simulate  # noqa: E402
+from lbsim.simulator.run import simulate  # noqa: E402
 
 PROCESSES, TIMEOUTS = 1024, 1000
 ROUNDS = 3

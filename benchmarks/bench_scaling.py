@@ -36,7 +36,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_simulator import scenario  # noqa: E402
 
-from simulator.run import simulate  # noqa: E402
+from lbsim.simulator.run import simulate  # noqa: E402
 
 WORKERS = (16, 64, 256, 1024)
 GRIDS = {

@@ -31,7 +31,7 @@ import pytest
 import simpy
 
 from lbsim.scenario.loader import load_scenario
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 LARGE = REPO / "scenarios" / "bench" / "large.yaml"

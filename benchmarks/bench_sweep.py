@@ -15,10 +15,10 @@ from pathlib import Path
 
 import yaml
 
+from lbsim.simulator.run import simulate
 from lbsim.sweep import load_sweep
 from lbsim.sweep.backends import LocalPool, default_jobs
 from lbsim.sweep.runner import run_sweep
-from simulator.run import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 SWEEP = {

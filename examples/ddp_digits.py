@@ -10,7 +10,7 @@ decided by lbsim's ``lbbsp`` scheme, gradients weighted by ``b_r / B``. The data
 :func:`lbsim.numerics.datasets.load_dataset` ``("digits")`` (shipped with lbsim: no download).
 
 ``--slow-rank R --slowdown F`` slows rank R by F for the whole run with the runtime's emulated
-contention (:mod:`runtime.ddp.inject`), in both modes alike. Rank 0 prints one JSON line per epoch
+contention (:mod:`lbsim.runtime.ddp.inject`), in both modes alike. Rank 0 prints one JSON line per epoch
 (``epoch``, ``epoch_s``, ``samples_per_s``, ``test_accuracy``, ``batches``: the mean batch per rank,
 ``overhead_s`` / ``overhead_cpu_s``: rank 0's wall / CPU time in LB-BSP's balancer, ``steps``) and writes them to ``--json`` if given.
 """
@@ -30,7 +30,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from lbsim.numerics.datasets import load_dataset
-from runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown, slowed_hook  # LB-BSP
+from lbsim.runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown, slowed_hook  # LB-BSP
 
 
 class Net(torch.nn.Module):

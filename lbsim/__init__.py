@@ -2,7 +2,8 @@
 
 The shared core of lbsim: the scenario schema and catalog, contention profiles, batch sizing,
 scheme decisions and metrics. It imports neither simpy nor torch; the two engines
-(``simulator`` and ``runtime``) import it and carry out its decisions.
+(``lbsim.simulator`` and ``lbsim.runtime``, the top-level folders ``simulator/`` and ``runtime/``)
+import it and carry out its decisions.
 
 The Python API (docs/api.md) is loaded on first use, so ``import lbsim`` stays light:
 ``lbsim.simulate(path_or_scenario, scheme=..., overrides={...})``, ``lbsim.compare(...)`` and

@@ -139,7 +139,7 @@ def simulate(scenario: str | Path | Scenario, *, scheme: str | None = None,
 
     Invalid input raises :class:`lbsim.errors.InputError` naming the key path.
     """
-    from simulator.run import simulate as engine
+    from lbsim.simulator.run import simulate as engine
 
     sc = _scenario(scenario, scheme, overrides)
     return _run_from_result(sc, engine(sc))

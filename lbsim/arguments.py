@@ -1,6 +1,6 @@
 """Argument declarations shared by the ``lbsim`` command line and the runtime's rank entry point.
 
-``lbsim train`` (:mod:`lbsim.cli`) and ``torchrun -m runtime.worker`` take the same arguments; both
+``lbsim train`` (:mod:`lbsim.cli`) and ``torchrun -m lbsim.runtime.worker`` take the same arguments; both
 build them here, so neither engine imports the CLI (the CLI imports the engines inside its
 commands). :class:`OneLineParser` reports a usage error as product.md asks: one line on stderr,
 exit code 2, no usage dump.
@@ -33,7 +33,7 @@ def scenario_arguments(sp: argparse.ArgumentParser) -> None:
 
 
 def runtime_arguments(sp: argparse.ArgumentParser) -> None:
-    """The scenario arguments plus how this machine runs it (``runtime.config.RuntimeOptions``)."""
+    """The scenario arguments plus how this machine runs it (``lbsim.runtime.config.RuntimeOptions``)."""
     scenario_arguments(sp)
     sp.add_argument("--nproc", type=int, help="processes, one per worker plus one for a parameter-server scheme's server (default: what the scenario needs)")
     sp.add_argument("--backend", choices=("gloo", "nccl"), help="torch.distributed backend (default gloo; nccl: one GPU per rank)")
@@ -50,7 +50,7 @@ def runtime_arguments(sp: argparse.ArgumentParser) -> None:
 
 
 def train_arguments(sp: argparse.ArgumentParser) -> None:
-    """``lbsim train``'s arguments (also those of ``torchrun -m runtime.worker``)."""
+    """``lbsim train``'s arguments (also those of ``torchrun -m lbsim.runtime.worker``)."""
     runtime_arguments(sp)
     sp.add_argument("--scheme", help="scheme name, replacing the file's (see `lbsim schemes`)")
 

@@ -87,7 +87,7 @@ SIMULATE_SHARE = 0.7  # of the progress bar; writing the files is the rest
 def _run_one(scenario: Any, out: Path, label: str, *, trace: str | None = None, fmt: str = "csv") -> dict[str, Any]:
     from lbsim.output import write_run, write_run_header
     from lbsim.progress import LazyProgress
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     write_run_header(out, scenario, ["lbsim", *_ARGV])
     with LazyProgress(f"{label}: simulate") as bar:
@@ -201,11 +201,11 @@ def _check_equal_work(scenarios: Sequence[Any], names: Sequence[str]) -> None:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    from lbsim.simulator.run import simulate
     from lbsim.sweep.backends import DaskPool, LocalPool
     from lbsim.sweep.expand import load_sweep
     from lbsim.sweep.progress import SweepProgress
     from lbsim.sweep.runner import run_sweep
-    from simulator.run import simulate
 
     if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
         raise InputError("-j", f"expected a number of worker processes >= 1 and <= {MAX_JOBS}, got {args.jobs}")
@@ -290,15 +290,15 @@ def cmd_catalog(args: argparse.Namespace) -> int:
 def _runtime(command: str, args: argparse.Namespace) -> int:
     """``train`` / ``profile`` / ``validate``: the torch.distributed runtime (imported only here)."""
     try:
-        from runtime import commands
+        from lbsim.runtime import commands
     except ModuleNotFoundError as err:  # the runtime extra is not installed
         print(f"lbsim: the runtime needs the runtime extra ({err}): python3 -m pip install -e \".[runtime]\"", file=sys.stderr)
         return 1
     if command == "train":
-        from runtime.dist import launched_as_rank
+        from lbsim.runtime.dist import launched_as_rank
 
         if launched_as_rank():  # under torchrun: this process is one rank (torchrun started the others)
-            from runtime.worker import main as rank_main
+            from lbsim.runtime.worker import main as rank_main
 
             return rank_main(_ARGV[_ARGV.index("train") + 1:])
         if args.scheme is not None:
@@ -313,14 +313,14 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
         _check_scheme_names("--schemes", [s.strip() for s in args.schemes.split(",") if s.strip()])
 
     def simulate_to(scenario: Any, out: Path, label: str) -> dict[str, Any]:
-        return _run_one(scenario, out, f"simulate {label}")  # imports simulator.run inside
+        return _run_one(scenario, out, f"simulate {label}")  # imports lbsim.simulator.run inside
 
     return commands.handle(commands.validate, args, _out_dir(args, "validate"), simulate_to)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from lbsim.calibration.command import run
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     return run(args, simulate)
 

@@ -1,6 +1,6 @@
-"""A co-located CPU burner: ``python -m runtime.burner '{"scenario": ..., "worker": w, ...}'``.
+"""A co-located CPU burner: ``python -m lbsim.runtime.burner '{"scenario": ..., "worker": w, ...}'``.
 
-Started by a rank in ``--contention real`` mode (:class:`runtime.inject.RealBurner`). It rebuilds the
+Started by a rank in ``--contention real`` mode (:class:`lbsim.runtime.inject.RealBurner`). It rebuilds the
 worker's slowdown schedule from the scenario (the same deterministic model as the simulator), says
 ``ready`` on stdout, reads the run's clock origin (``time.monotonic()`` of the start barrier, a
 system-wide clock on Linux) from stdin, then runs ``ceil(f_max - 1)`` busy-loop processes per core of the worker, each pinned to its core. Every
@@ -24,7 +24,7 @@ MAX_LOOPS_PER_CORE = 8
 
 
 def _loop(core: int, j: int, t0: float, cont: object, parent: int) -> None:  # pragma: no cover - runs in a child
-    from runtime.inject import time_factor
+    from lbsim.runtime.inject import time_factor
 
     os.sched_setaffinity(0, {core})
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
@@ -42,9 +42,9 @@ def _loop(core: int, j: int, t0: float, cont: object, parent: int) -> None:  # p
 
 def main(argv: list[str]) -> int:  # pragma: no cover - exercised through the runtime tests in a subprocess
     from lbsim.contention.model import build_contention
+    from lbsim.runtime.inject import max_factor
     from lbsim.scenario.loader import load_scenario
     from lbsim.scenario.resolve import resolve_workers
-    from runtime.inject import max_factor
 
     args = json.loads(argv[0])
     scenario = load_scenario(args["scenario"], args["overrides"])

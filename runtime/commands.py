@@ -14,8 +14,8 @@ from typing import Any
 
 from lbsim.errors import InputError
 from lbsim.run_folder import staged_run
-from runtime.config import check_runnable, uses_server, world_size
-from runtime.worker import Job, Task, options_from_args
+from lbsim.runtime.config import check_runnable, uses_server, world_size
+from lbsim.runtime.worker import Job, Task, options_from_args
 
 DEFAULT_VALIDATE_SCHEMES = ("bsp", "lbbsp")
 
@@ -28,8 +28,8 @@ def _load(args: Any, scheme: str | None) -> Any:
 
 def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
     from lbsim.progress import LazyProgress
-    from runtime.launch import launch
-    from runtime.validate import Monotone
+    from lbsim.runtime.launch import launch
+    from lbsim.runtime.validate import Monotone
 
     with LazyProgress(label, enabled=None if not quiet else False) as bar:
         launch(job, nproc, progress=Monotone(bar.update))
@@ -39,7 +39,7 @@ def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], s
     scenario = _load(args, args.scheme)
     options = options_from_args(args)
     n = check_runnable(scenario, options, nproc=args.nproc)
-    from runtime.launch import RuntimeFailure
+    from lbsim.runtime.launch import RuntimeFailure
 
     # a crashed rank's run is still one complete record (failure.json, the rounds before it): swapped in too
     with staged_run(out, keep_on=(RuntimeFailure,)) as stage:
@@ -72,7 +72,7 @@ def profile(args: Any, out: Path) -> int:
 def _check_profile(scenario: Any, options: Any, nproc: int | None) -> int:
     """Profiling runs no scheme: only the cluster and the options must suit the runtime. A scenario
     whose scheme uses a parameter server is profiled with the server's rank too (its costs are
-    probed, :mod:`runtime.ps_probe`). Returns the ranks to start."""
+    probed, :mod:`lbsim.runtime.ps_probe`). Returns the ranks to start."""
     from dataclasses import replace
 
     from lbsim.schemes.registry import BASELINE_SCHEME, scheme_configs
@@ -123,10 +123,10 @@ def _validate_into(out: Path, args: Any, names: list[str], options: Any, n: int,
                    repeats: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Run the validation into ``out``; each repeat's reports, and their summary when ``repeats > 1``."""
     from lbsim.metrics.writers import write_json
+    from lbsim.runtime.profile import calibration, pool
+    from lbsim.runtime.validate import compare_runs, repeat_summary, validation_report
     from lbsim.scenario.loader import load_scenario
     from lbsim.scenario.resolve import resolve_workers
-    from runtime.profile import calibration, pool
-    from runtime.validate import compare_runs, repeat_summary, validation_report
 
     # one set of processes for every repeat, so one progress bar over all of them
     dirs = [out] if repeats == 1 else [out / f"repeat_{r + 1}" for r in range(repeats)]
@@ -193,7 +193,7 @@ def print_validation(report: dict[str, Any], *, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from runtime.validate import TABLE
+    from lbsim.runtime.validate import TABLE
 
     table = Table(title=title)
     table.add_column("scheme")
@@ -208,7 +208,7 @@ def print_repeats(summary: dict[str, Any], *, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from runtime.validate import REPEAT_METRICS
+    from lbsim.runtime.validate import REPEAT_METRICS
 
     table = Table(title=title)
     table.add_column("scheme")
@@ -239,7 +239,7 @@ def runtime_missing(err: ImportError) -> int:
 
 def handle(fn: Callable[..., int], *args: Any) -> int:
     """Run a runtime command; a failed rank is exit code 1 with the launcher's one-line diagnosis."""
-    from runtime.launch import RuntimeFailure
+    from lbsim.runtime.launch import RuntimeFailure
 
     try:
         return fn(*args)

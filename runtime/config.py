@@ -42,12 +42,12 @@ class RuntimeLoop:
 
 
 DRIVER_LOOPS: dict[str, RuntimeLoop] = {
-    "sync": RuntimeLoop("runtime.loop", "run_loop", server=False),  # a barrier and a batch-weighted all-reduce per round
-    "async": RuntimeLoop("runtime.ps", "run_ps", server=True),  # a parameter server with a gate per worker iteration
-    "wbsp": RuntimeLoop("runtime.wbsp", "run_wbsp", server=True),  # local steps, rounds closed at the slowest's upload
+    "sync": RuntimeLoop("lbsim.runtime.loop", "run_loop", server=False),  # a barrier and a batch-weighted all-reduce per round
+    "async": RuntimeLoop("lbsim.runtime.ps", "run_ps", server=True),  # a parameter server with a gate per worker iteration
+    "wbsp": RuntimeLoop("lbsim.runtime.wbsp", "run_wbsp", server=True),  # local steps, rounds closed at the slowest's upload
 }
 """The runtime's support, the one driver -> loop table: every registered scheme whose driver has a loop
-here runs (``DRIVER_LOOPS[driver].runner()``, rank entry point :mod:`runtime.worker`), and no other."""
+here runs (``DRIVER_LOOPS[driver].runner()``, rank entry point :mod:`lbsim.runtime.worker`), and no other."""
 
 
 def driver_of(scheme: str) -> str:

@@ -4,7 +4,7 @@ Every collective the runtime makes goes through :class:`Comm`, which turns a tor
 error (a peer closed its connection, the group's timeout expired) into :class:`CollectiveError`
 naming this rank, the collective and the round. Such an error is *secondary*: the launcher looks
 for the rank that failed first (an exception of its own, a death without a report, or the rank
-that stopped making progress) and names that one (:mod:`runtime.launch`).
+that stopped making progress) and names that one (:mod:`lbsim.runtime.launch`).
 
 Ranks find each other through a rendezvous with an explicit rank and world size: the launcher's
 ranks through a file in the launch's own private folder (``file://``; no port is picked and

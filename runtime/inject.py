@@ -10,7 +10,7 @@ on the run's clock (seconds since the ranks' common start barrier).
   ``jitter_cv`` is *not* added: it is the simulator's model of natural noise, which a real machine
   has already (``lbsim profile`` measures it). Only compute contention is emulated; network
   contention is reported as not applied.
-* ``real``: a co-located process (:mod:`runtime.burner`) pinned to the rank's cores burns CPU while
+* ``real``: a co-located process (:mod:`lbsim.runtime.burner`) pinned to the rank's cores burns CPU while
   the schedule says the worker is slowed: for a factor ``f`` it runs ``ceil(f - 1)`` busy loops per
   core, the last one duty-cycled, so the scheduler leaves the worker about ``1/f`` of each core.
   Per-iteration multipliers (trace replay, jitter) are not applied in this mode. The slowdown the
@@ -95,7 +95,7 @@ class RealBurner:
     def prepare(self, timeout_s: float = 60.0) -> None:
         if not self.needed:
             return
-        self.proc = subprocess.Popen([sys.executable, "-m", "runtime.burner", json.dumps(self.args)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "lbsim.runtime.burner", json.dumps(self.args)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline().strip()  # "ready" once it has built the schedule

@@ -12,7 +12,7 @@ for the others' reports, stops the survivors and names the culprit:
    collectives timed out (``--timeout-s``);
 4. a watchdog covers hangs outside collectives: no progress at all for ``2 x timeout + 30`` s.
 
-The run's records up to the last complete round are kept (:func:`runtime.records.salvage`), and
+The run's records up to the last complete round are kept (:func:`lbsim.runtime.records.salvage`), and
 :class:`RuntimeFailure` carries the one-line diagnosis.
 """
 
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from runtime.worker import Job, spawn_entry
+from lbsim.runtime.worker import Job, spawn_entry
 
 GRACE_S = 3.0  # after the first failure, time for the other ranks' reports
 
@@ -171,7 +171,7 @@ def diagnose(reports: dict[int, dict[str, Any]], codes: list[int | None], killed
 
 
 def _salvage_all(job: Job, message: str, rank: int | None) -> None:
-    from runtime.records import salvage
+    from lbsim.runtime.records import salvage
 
     for task in job.tasks:
         out = Path(task.out)

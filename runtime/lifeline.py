@@ -8,7 +8,7 @@ the end of their run. Each rank now calls :func:`die_with_parent` first thing:
   parent gave (or the first one seen);
 * elsewhere, a daemon thread polls ``getppid()`` every ``POLL_S`` and exits the rank when it changes.
 
-The burner of ``--contention real`` already stops when its rank exits (:mod:`runtime.burner`).
+The burner of ``--contention real`` already stops when its rank exits (:mod:`lbsim.runtime.burner`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """LOFT in the runtime: emulated data placement, robust aggregation and Byzantine ranks.
 
-Three additions to the synchronous loop (:mod:`runtime.loop`), each the simulator's semantics:
+Three additions to the synchronous loop (:mod:`lbsim.runtime.loop`), each the simulator's semantics:
 
 **Data placement** (a scenario with ``data:``). Before computing a round each rank "reads" its
 batch: ``l`` samples from its own shard and ``r = b - l`` remotely. The data are in memory, so the
 read is emulated: the rank sleeps until ``start + fetch_s`` with ``fetch_s`` the scenario's cost
 (:mod:`lbsim.fetch`), then draws and computes. ``l`` is the scheme's when it is
 :class:`~lbsim.schemes.base.LocalityAware` (LOFT), else :meth:`~lbsim.fetch.DataLayout.default_local`
-(uniform sampling), as in :class:`simulator.fetch.Fetcher`; rank 0 decides it with the batches and
+(uniform sampling), as in :class:`lbsim.simulator.fetch.Fetcher`; rank 0 decides it with the batches and
 ships it in the same tail. Which samples: the numerics trainer's (:meth:`lbsim.numerics.trainer.Trainer.draw`)
 — the local ones from the rank's own shard stream, the remote ones from the shared stream, drawn
 in worker order (:class:`LocalitySampler`).
@@ -63,11 +63,11 @@ from lbsim.fetch import arrival_order, fetch_schedule
 from lbsim.numerics.byzantine import DEFAULT_SCALE, corrupt
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
 from lbsim.rng import stream
+from lbsim.runtime.ddp.hook import weighted_gradient
+from lbsim.runtime.dist import CollectiveError, Comm
+from lbsim.runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.workers import select_workers
-from runtime.ddp.hook import weighted_gradient
-from runtime.dist import CollectiveError, Comm
-from runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 
 SHARDS_STREAM = ("numerics", "shards")
 BYZANTINE_STREAM = ("numerics", "byzantine")

@@ -9,16 +9,16 @@ One round on rank ``r`` (all ranks run the same code; rank 0 also holds the sche
              [emulated contention: sleep until compute_end(start, real step time x multiplier)]
     compute end: read CPU/memory availability
     all_gather  one observation row per rank (batch, times, readings) -> rank 0's
-                runtime.ddp.Decider builds the RoundObservation and calls scheme.next_batches
+                lbsim.runtime.ddp.Decider builds the RoundObservation and calls scheme.next_batches
                 (the DDP library's decision core in its lag-0 mode, lbsim's sizing code)
     all_reduce  SUM of [ g_r * x_r / X | the next batches and a stop flag, written by rank 0 only ]
-                (the DDP library's weighting, runtime.ddp.hook.weighted_gradient)
+                (the DDP library's weighting, lbsim.runtime.ddp.hook.weighted_gradient)
                 -> every rank has g = sum_r (x_r / X) g_r, the mean gradient over the X samples
                    (exactly the concatenated batch's), and rank 0's decision
     step     w -= lr_t * g (momentum as lbsim.numerics.SGD); every replica applies the same update
 
 Data placement, LOFT's robust aggregation (chunked all_to_all + all_gather instead of the
-all-reduce) and Byzantine ranks are in :mod:`runtime.loft`; the tail then also carries the next
+all-reduce) and Byzantine ranks are in :mod:`lbsim.runtime.loft`; the tail then also carries the next
 round's local counts l_r (rank 0's decision: the scheme's if it is LocalityAware, else uniform).
 
 The decided batches travel in the tail of the gradient all-reduce (the other ranks contribute
@@ -41,15 +41,15 @@ import torch
 
 from lbsim.contention.model import build_contention
 from lbsim.metrics.run_end import RunEnd
+from lbsim.runtime.config import RuntimeOptions, TrainingConfig
+from lbsim.runtime.ddp.decision import Decider, round_observation
+from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
+from lbsim.runtime.inject import Injection
+from lbsim.runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
+from lbsim.runtime.model import FlatModel, SGDState, TrainData
+from lbsim.runtime.records import FIELDS, F, RoundLog
+from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.base import RoundObservation, aggregation_of
-from runtime.config import RuntimeOptions, TrainingConfig
-from runtime.ddp.decision import Decider, round_observation
-from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from runtime.inject import Injection
-from runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
-from runtime.model import FlatModel, SGDState, TrainData
-from runtime.records import FIELDS, F, RoundLog
-from runtime.resources import ResourceReader
 
 
 @dataclass
@@ -142,7 +142,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     fetcher = DataFetch(spec.scenario, spec.workers, r, cont, spec.inject)
     layout = fetcher.layout
     fractions = [wd.local_fraction for wd in layout.workers] if layout is not None else [0.0] * n
-    sampler = LocalitySampler(int(data.X_train.shape[0]), seed, r, fractions)  # no shards: runtime.model.BatchSlicer's draws
+    sampler = LocalitySampler(int(data.X_train.shape[0]), seed, r, fractions)  # no shards: lbsim.runtime.model.BatchSlicer's draws
     byzantine = Byzantine(spec.scenario, spec.workers, r)
     notes = not_injected(conts, spec.options.contention, layout is not None) if spec.inject and r == 0 else []
     if r == 0 and byzantine.note():
@@ -236,7 +236,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
         closing[F["start_s"]] = end
         table = comm.all_gather(torch.tensor(closing, dtype=torch.float64, device=dev), "closing all_gather", k).cpu().numpy()
         if log is not None and missed:
-            log.drop_pending()
+            log.forget_last_round()
         end_s = log.finish(table[:, F["start_s"]]) if log is not None else end
         if missed:  # the run ends at B; rows of the last update still running then are cut at B
             assert budget_s is not None

@@ -23,7 +23,7 @@ import torch
 
 from lbsim.numerics import SharedStream, load_dataset, make_model
 from lbsim.rng import stream
-from runtime.config import TrainingConfig
+from lbsim.runtime.config import TrainingConfig
 
 INIT_STREAM = ("numerics", "init")
 """Name of the random stream the initial weights are drawn from (``lbsim.rng.stream(seed, *INIT_STREAM)``)."""

@@ -3,7 +3,7 @@
 Procedure (all ranks at once, as they will run, with the scenario's contention *off*: the
 simulator applies the slowdown schedule on top of the calibrated figures):
 
-1. Run the real training loop (:mod:`runtime.loop`) with every rank at the same batch size, cycling
+1. Run the real training loop (:mod:`lbsim.runtime.loop`) with every rank at the same batch size, cycling
    round by round through ``b`` in ``{0.5, 0.75, 1, 1.25} x X/n`` (clamped to every worker's cap;
    cycling, so that a change of the machine's load hits every size alike) for ``ROUNDS`` cycles after
    ``WARMUP`` dropped ones. For each scenario group (workers the scenario says are identical), the
@@ -45,8 +45,8 @@ import numpy as np
 import torch
 import yaml
 
-from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from runtime.loop import LoopSpec, run_loop
+from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
+from lbsim.runtime.loop import LoopSpec, run_loop
 
 FACTORS = (0.5, 0.75, 1.0, 1.25)
 ROUNDS = 8  # measured rounds per size
@@ -145,7 +145,7 @@ def run_profile(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, ba
                 data: Any, cores: list[int] | None, ps_probe: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Profile on every rank; rank 0 returns the calibration (None elsewhere).
 
-    ``ps_probe``: the parameter server's measured costs (:mod:`runtime.ps_probe`, rank 0), kept
+    ``ps_probe``: the parameter server's measured costs (:mod:`lbsim.runtime.ps_probe`, rank 0), kept
     with the measurements; a scenario whose scheme uses a server is calibrated with them.
     """
     n = info.world
@@ -206,9 +206,9 @@ def _mean_probe(raws: tuple[dict[str, Any], ...], name: str, skip: tuple[str, ..
 
 def calibration(scenario: Any, workers_spec: tuple[Any, ...], raw: dict[str, Any]) -> dict[str, Any]:
     """Fits and overrides from a profile's measurements ``raw`` (pure)."""
+    from lbsim.runtime.config import uses_server
+    from lbsim.runtime.ps_probe import ps_network
     from lbsim.scenario.loader import scenario_data
-    from runtime.config import uses_server
-    from runtime.ps_probe import ps_network
 
     sizes = [int(b) for b in raw["sizes"]]
     compute = {b: raw["compute_s"][str(b)] for b in sizes}

@@ -1,8 +1,8 @@
 """The parameter-server loop: asp, ssp, dssp and elastic_bsp on torch.distributed.
 
-Rank ``n`` is the server; ranks ``0 .. n-1`` are the workers (messages: :mod:`runtime.ps_protocol`).
+Rank ``n`` is the server; ranks ``0 .. n-1`` are the workers (messages: :mod:`lbsim.runtime.ps_protocol`).
 
-A worker's iteration (as the simulator's asynchronous driver, :mod:`simulator.asynchronous`)::
+A worker's iteration (as the simulator's asynchronous driver, :mod:`lbsim.simulator.asynchronous`)::
 
     start    draw its batch (its own shuffled stream over the training set)
              forward/backward on the weights it last pulled -> mean gradient g
@@ -24,7 +24,7 @@ and the held workers at once (their iterations end there), the others when their
 no update at or after B — the first push the server takes at or after B is not applied, the run
 ends at B, and the workers held then end their iterations at B.
 
-Records are the server's (:mod:`runtime.ps_records`); rank ``n`` writes the run.
+Records are the server's (:mod:`lbsim.runtime.ps_records`); rank ``n`` writes the run.
 """
 
 from __future__ import annotations
@@ -38,13 +38,13 @@ import torch
 from lbsim.contention.model import build_contention
 from lbsim.numerics import SharedStream
 from lbsim.rng import stream
+from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
+from lbsim.runtime.loop import LoopResult, LoopSpec, injection_for, not_injected
+from lbsim.runtime.model import FlatModel, SGDState, TrainData
+from lbsim.runtime.ps_protocol import Channel
+from lbsim.runtime.ps_records import PushLog
+from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.gate import Gate
-from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from runtime.loop import LoopResult, LoopSpec, injection_for, not_injected
-from runtime.model import FlatModel, SGDState, TrainData
-from runtime.ps_protocol import Channel
-from runtime.ps_records import PushLog
-from runtime.resources import ResourceReader
 
 SAMPLE_STREAM = ("runtime", "ps", "samples")
 """Each worker's own sample order: ``lbsim.rng.stream(seed, *SAMPLE_STREAM, worker)``."""
@@ -173,7 +173,7 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
                 log.served(src, t_apply - now)
                 log.complete(src, t_apply)  # the final pusher does not pull (as in the simulator)
                 waiting = [*released, *gate.release_all()]
-                for v in waiting:  # held when the run ended: their iterations end now (see runtime.ps_records)
+                for v in waiting:  # held when the run ended: their iterations end now (see lbsim.runtime.ps_records)
                     log.served(v, t_apply - received[v])
                     log.complete(v, t_apply)
                 for v in [src, *waiting]:

@@ -1,7 +1,7 @@
 """Measure the parameter server's costs on this machine, for ``lbsim profile`` / ``validate``.
 
 Each worker in turn makes ``PS_PROBE_REPS`` back-to-back round trips with the server — a push (header + payload) answered by a reply with weights, the messages of
-:mod:`runtime.ps_protocol` — at two payload sizes: the model's gradient ``S`` and a large one.
+:mod:`lbsim.runtime.ps_protocol` — at two payload sizes: the model's gradient ``S`` and a large one.
 While one worker probes, the others run training steps (``busy``) until the server tells them it
 is done, as during a run, where every worker computes while another one's messages are in
 flight: on a machine with fewer cores than ranks the messages then wait for a core, and that is
@@ -23,8 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from runtime.dist import Comm, RankInfo
-from runtime.ps_protocol import Channel
+from lbsim.runtime.dist import Comm, RankInfo
+from lbsim.runtime.ps_protocol import Channel
 
 PS_PROBE_REPS = 12
 PS_PROBE_BYTES = 8 * 2**20

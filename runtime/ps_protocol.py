@@ -24,13 +24,13 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from runtime.dist import CollectiveError
+from lbsim.runtime.dist import CollectiveError
 
 PUSH = ("iteration", "batch", "start_s", "compute_end_s", "prev_end_s", "cpu_available", "mem_available",
         "cpu_measured", "real_compute_s", "loss", "steps", "rows", "final")
 """Fields of a push header. ``prev_end_s``: when this worker received the reply to its previous
 push (the end of its previous iteration; NaN for its first push). ``steps``: local steps the payload
-carries (1 for the asynchronous schemes). WBSP (:mod:`runtime.wbsp`): ``rows``: step rows that
+carries (1 for the asynchronous schemes). WBSP (:mod:`lbsim.runtime.wbsp`): ``rows``: step rows that
 follow the payload (tag :data:`TAG_STEPS`); ``final``: 1 on a worker's last message, sent after
 the reply that told it to stop (its payload is not applied)."""
 REPLY = ("stop", "batch", "version", "server_s", "pull", "flag")
@@ -42,7 +42,7 @@ P = {name: i for i, name in enumerate(PUSH)}
 R = {name: i for i, name in enumerate(REPLY)}
 TAG_PUSH, TAG_PAYLOAD, TAG_REPLY, TAG_WEIGHTS = 11, 12, 13, 14
 TAG_STEPS = 15
-"""WBSP: the push's step rows (float64, ``rows`` x the fields of :data:`runtime.wbsp.STEP`)."""
+"""WBSP: the push's step rows (float64, ``rows`` x the fields of :data:`lbsim.runtime.wbsp.STEP`)."""
 
 
 class Channel:

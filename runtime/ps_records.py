@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.metrics.records import IterationRecord, UpdateRecord
-from runtime.records import RoundLog
+from lbsim.runtime.records import RoundLog
 
 
 class PushLog(RoundLog):

@@ -4,7 +4,7 @@ Every round each rank contributes one observation row (its own clock, seconds si
 start barrier); rank 0 receives the table through the all-gather and turns it into
 :class:`~lbsim.metrics.records.IterationRecord` and :class:`~lbsim.metrics.records.UpdateRecord`.
 A rank's round ``k`` runs ``start -> fetch end`` (the emulated read of its batch with a ``data:``
-section, :mod:`runtime.loft`; the row's ``fetch_s``, 0 without one), ``fetch end -> compute end``
+section, :mod:`lbsim.runtime.loft`; the row's ``fetch_s``, 0 without one), ``fetch end -> compute end``
 (batch draw, forward/backward, emulated stretch: ``compute_s``), then ``compute end -> end`` (the
 all-gather that is the barrier, rank 0's sizing decision, the gradient aggregation and the SGD
 step; the row also carries the batch's ``local`` sample count); its end is the start of its
@@ -77,7 +77,7 @@ class RoundLog:
         of the round's all-reduce). Without a stamp the update's time is the first next-round start."""
         self._stamps[k] = t
 
-    def drop_pending(self) -> None:
+    def forget_last_round(self) -> None:
         """Forget the last round added: its update was not made (the time budget), so it is not recorded."""
         self._pending = None
 

@@ -2,8 +2,8 @@
 
 Rank ``n`` is the parameter server and holds the scheme (:class:`lbsim.schemes.wbsp.WBSP`: the
 batches, the step-time EMAs, the designated slowest); ranks ``0 .. n-1`` are the workers. The rule
-is the simulator's (:mod:`simulator.wbsp`, "paper-consistent"), enacted with real messages
-(:mod:`runtime.ps_protocol`):
+is the simulator's (:mod:`lbsim.simulator.wbsp`, "paper-consistent"), enacted with real messages
+(:mod:`lbsim.runtime.ps_protocol`):
 
 * every worker takes local SGD steps on its own model copy: batch ``scheme.batch(w)`` drawn from
   its own sample stream, plain SGD ``w -= lr_t g`` with ``lr_t`` the schedule's rate at the global
@@ -36,10 +36,10 @@ after the flag came and before the snapshot is loaded waits for it: that stall i
 
 Records (server side, :class:`WBSPLog`): one :class:`~lbsim.metrics.records.IterationRecord` per
 local step. Workers describe their steps in *step rows* (:data:`STEP`, tag
-:data:`runtime.ps_protocol.TAG_STEPS`) sent with their next push, once the step has ended; the
+:data:`lbsim.runtime.ps_protocol.TAG_STEPS`) sent with their next push, once the step has ended; the
 server pairs a row with the round its delta joined. ``update`` = that round, ``staleness`` = the
 round minus the snapshot version the step computed on, ``weight`` = batch / samples of the round.
-``comm_s`` and ``wait_s``: base — the step's post-compute time split as :class:`runtime.ps_records.PushLog`
+``comm_s`` and ``wait_s``: base — the step's post-compute time split as :class:`lbsim.runtime.ps_records.PushLog`
 does (``wait_s`` = the server's own time on the push, from receiving it to sending the reply:
 adding the delta, the scheme's decision, a snapshot copy; ``comm_s`` = the rest: the transfers, the
 pull, and the time the push waited for the server to take it, which the simulator counts as
@@ -74,15 +74,15 @@ import torch.distributed as dist
 from lbsim.metrics.records import IterationRecord
 from lbsim.numerics import LRSchedule, SharedStream
 from lbsim.rng import stream
+from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
+from lbsim.runtime.inject import Injection
+from lbsim.runtime.loop import LoopResult, LoopSpec, injection_for
+from lbsim.runtime.model import FlatModel, TrainData
+from lbsim.runtime.ps import not_injected_notes, server_rank
+from lbsim.runtime.ps_protocol import REPLY, TAG_REPLY, TAG_STEPS, TAG_WEIGHTS, Channel
+from lbsim.runtime.ps_records import PushLog
+from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.wbsp_rounds import Rounds
-from runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from runtime.inject import Injection
-from runtime.loop import LoopResult, LoopSpec, injection_for
-from runtime.model import FlatModel, TrainData
-from runtime.ps import not_injected_notes, server_rank
-from runtime.ps_protocol import REPLY, TAG_REPLY, TAG_STEPS, TAG_WEIGHTS, Channel
-from runtime.ps_records import PushLog
-from runtime.resources import ResourceReader
 
 SAMPLE_STREAM = ("runtime", "wbsp", "samples")
 """Each worker's own sample order: ``lbsim.rng.stream(seed, *SAMPLE_STREAM, worker)``."""

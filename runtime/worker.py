@@ -9,8 +9,8 @@ nothing but the job description crosses process boundaries.
 Two ways in:
 
 * ``lbsim train`` / ``profile`` / ``validate`` start one process per worker on this machine
-  (:mod:`runtime.launch`, which calls :func:`spawn_entry`);
-* ``torchrun ... -m runtime.worker SCENARIO [lbsim train options]`` runs :func:`main` in every
+  (:mod:`lbsim.runtime.launch`, which calls :func:`spawn_entry`);
+* ``torchrun ... -m lbsim.runtime.worker SCENARIO [lbsim train options]`` runs :func:`main` in every
   rank it starts; the rendezvous comes from the environment (``env://``) and ``LOCAL_RANK`` picks
   the rank's core(s) or GPU.
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from runtime.config import RuntimeOptions, cpu_cores, training_config
+from lbsim.runtime.config import RuntimeOptions, cpu_cores, training_config
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,12 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
     """Run every task of ``job`` on this rank (the process group is up)."""
     import torch
 
+    from lbsim.runtime.config import scheme_kind, uses_server
+    from lbsim.runtime.dist import Comm, FailureHook
+    from lbsim.runtime.model import FlatModel, load_data
+    from lbsim.runtime.resources import pin_to_cores
     from lbsim.scenario.loader import load_scenario
     from lbsim.scenario.resolve import resolve_run
-    from runtime.config import scheme_kind, uses_server
-    from runtime.dist import Comm, FailureHook
-    from runtime.model import FlatModel, load_data
-    from runtime.resources import pin_to_cores
 
     _setup_threads(job.options)
     cores = None
@@ -95,7 +95,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
             if task.kind == "profile":
                 sets, probe = None, None
                 if info.world > n:  # the parameter server's costs, all ranks (rank 0 gets them)
-                    from runtime.ps_probe import ps_probe
+                    from lbsim.runtime.ps_probe import ps_probe
 
                     w0 = model.initial(scenario.seed, dtype=getattr(torch, job.options.dtype), device=info.device)
                     b = max(1, scenario.workload.global_batch // n)
@@ -116,8 +116,8 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
 
 def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
+    from lbsim.runtime.loop import LoopSpec
     from lbsim.scenario.resolve import resolve_run
-    from runtime.loop import LoopSpec
 
     run = resolve_run(scenario)  # the workers passed in are these (run_job takes them from it)
     return LoopSpec(
@@ -131,7 +131,7 @@ def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any,
 
 def _profile(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scenario: Any, workers: Any,
              training: Any, model: Any, data: Any, cores: Any, probe: dict[str, Any] | None = None) -> list[str] | None:
-    from runtime.profile import run_profile, write_calibration
+    from lbsim.runtime.profile import run_profile, write_calibration
 
     base = _loop_spec(job, task, scenario, workers, training, list(job.overrides))
     cal = run_profile(info, comm, hb, hook, base, model, data, cores, probe)
@@ -145,9 +145,9 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
            training: Any, model: Any, data: Any, cores: Any, overrides: list[str]) -> None:
     from lbsim.metrics.summary import summarize
     from lbsim.output import write_run, write_scenario
+    from lbsim.runtime.config import DRIVER_LOOPS, driver_of, scheme_kind
+    from lbsim.runtime.records import salvage
     from lbsim.schemes.base import is_synchronous
-    from runtime.config import DRIVER_LOOPS, driver_of, scheme_kind
-    from runtime.records import salvage
 
     out = Path(task.out)
     driver = driver_of(scheme_kind(scenario))
@@ -163,7 +163,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
         res = loop.runner()(info, comm, hb, hook, spec, model, data, cores)
     except BaseException as err:
         if info.rank == recorder:
-            from runtime.dist import CollectiveError
+            from lbsim.runtime.dist import CollectiveError
 
             peer = isinstance(err, CollectiveError)  # another rank failed; the launcher (or torchrun) names it
             salvage(out, {"error": f"{type(err).__name__}: {' '.join(str(err).split())}",
@@ -188,7 +188,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
     summary = summarize(log.iterations, log.updates, scheme=scheme.name, seed=scenario.seed, engine="runtime",
                         workers=len(workers), end_s=res.end_s, synchronous=is_synchronous(scheme), extra=extra)
     from lbsim.metrics.writers import write_csv
-    from runtime.records import OBSERVATION_COLUMNS
+    from lbsim.runtime.records import OBSERVATION_COLUMNS
 
     log.discard_partials()
     write_csv(out / "observations.csv", OBSERVATION_COLUMNS, log.observations)
@@ -203,7 +203,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
 
 def _report(rank: int, err: BaseException, hb: Any, task: Task | None, status: Path | None) -> None:
     """Write this rank's failure report for the launcher (spawn mode) or print it (torchrun)."""
-    from runtime.dist import CollectiveError
+    from lbsim.runtime.dist import CollectiveError
 
     kind = "collective" if isinstance(err, CollectiveError) else "error"
     report = {
@@ -224,8 +224,8 @@ def spawn_entry(rank: int, world: int, job: Job, shared: Any, status: str) -> No
     """Target of the launcher's processes: one rank; the ranks meet through a file in ``status``."""
     import multiprocessing
 
-    from runtime.dist import Heartbeat, init_group
-    from runtime.lifeline import die_with_parent
+    from lbsim.runtime.dist import Heartbeat, init_group
+    from lbsim.runtime.lifeline import die_with_parent
 
     launcher = multiprocessing.parent_process()
     die_with_parent(launcher.pid if launcher is not None else None)  # a killed launcher takes its ranks along
@@ -250,7 +250,7 @@ def spawn_entry(rank: int, world: int, job: Job, shared: Any, status: str) -> No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``torchrun [--nnodes ...] --nproc-per-node N -m runtime.worker SCENARIO [lbsim train options]``."""
+    """``torchrun [--nnodes ...] --nproc-per-node N -m lbsim.runtime.worker SCENARIO [lbsim train options]``."""
     import datetime
 
     import torch
@@ -260,14 +260,14 @@ def main(argv: list[str] | None = None) -> int:
     from lbsim.arguments import train_parser
     from lbsim.errors import InputError
     from lbsim.run_folder import staged_run
+    from lbsim.runtime.config import DRIVER_LOOPS, check_runnable, driver_of, scheme_kind
+    from lbsim.runtime.dist import Heartbeat, RankInfo, env_rank
+    from lbsim.runtime.lifeline import die_with_parent
     from lbsim.scenario.loader import load_scenario
     from lbsim.scenario.resolve import resolve_run
-    from runtime.config import DRIVER_LOOPS, check_runnable, driver_of, scheme_kind
-    from runtime.dist import Heartbeat, RankInfo, env_rank
-    from runtime.lifeline import die_with_parent
 
     die_with_parent()  # a dead torchrun agent takes its ranks along
-    args = train_parser("torchrun -m runtime.worker").parse_args(sys.argv[1:] if argv is None else argv)
+    args = train_parser("torchrun -m lbsim.runtime.worker").parse_args(sys.argv[1:] if argv is None else argv)
     options = options_from_args(args)
     env = env_rank()
     try:

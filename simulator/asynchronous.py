@@ -1,7 +1,7 @@
 """The asynchronous driver: workers push to a parameter server on their own (asp, ssp, ...).
 
 Each worker is a SimPy process looping over: fetch its batch's samples when the scenario places
-the data (uniform sampling, :mod:`simulator.fetch`); compute on its batch; push the gradient;
+the data (uniform sampling, :mod:`lbsim.simulator.fetch`); compute on its batch; push the gradient;
 wait for the server's serial apply queue (the gradient becomes an update, with staleness =
 updates made since this worker's pull); ask the scheme's gate whether it may go on (SSP blocks a
 worker more than s clocks ahead of the slowest); pull the freshest weights; next iteration.
@@ -21,9 +21,9 @@ from lbsim.metrics.run_end import cut_row, stop_reached
 from lbsim.network.parameter_server import link_s
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
-from simulator.env import SimEnv
-from simulator.fetch import Fetcher
-from simulator.network import ParameterServer, bytes_per_s
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fetch import Fetcher
+from lbsim.simulator.network import ParameterServer, bytes_per_s
 
 
 class AsyncDriver:
@@ -48,7 +48,7 @@ class AsyncDriver:
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
         # One generator per worker, the parameter server's push / apply / pull written out inline
-        # (simulator.network.ParameterServer._transfer and apply): the same events, in the same
+        # (lbsim.simulator.network.ParameterServer._transfer and apply): the same events, in the same
         # order, as the nested generators, with less overhead per event. Kept because it pays
         # (issue 17, CPU seconds of simulate(), 7 alternating runs each, benchmarks/bench_simulator.py's
         # fleet at 64 workers on a 4-shard server): `yield from ps.push(w)` / `ps.apply()` / `ps.pull(w)`

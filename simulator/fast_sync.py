@@ -4,7 +4,7 @@ With ring all-reduce, no backup workers and no data section, a synchronous round
 asynchrony left to simulate: every worker starts the round at the previous update, computes its
 batch under its contention, and the ring starts when the last one is done. :class:`FastSync`
 computes that round for all workers at once and produces **exactly** the records, updates,
-scheme calls and numerics calls of :class:`simulator.sync.SyncDriver` on the same scenario (a
+scheme calls and numerics calls of :class:`lbsim.simulator.sync.SyncDriver` on the same scenario (a
 test runs both on many scenarios and compares every field and the summary). Conditions
 (:func:`ineligible` says which one fails):
 
@@ -49,8 +49,8 @@ from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES
 from lbsim.network.overlap import exposed_comm_s
 from lbsim.scenario.sections import RingAllReduceConfig
 from lbsim.schemes.base import RoundObservation, WorkerColumns, as_sync
-from simulator.env import SimEnv
-from simulator.network import allreduce_plan
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.network import allreduce_plan
 
 
 def ineligible(env: SimEnv) -> str | None:
@@ -145,7 +145,7 @@ class FastSync:
         self.factors = _Factors(env.contention)
 
     def _ring_s(self, now: float) -> float:
-        """:func:`simulator.network.ring_allreduce_s` (the same plan), starting at ``now``."""
+        """:func:`lbsim.simulator.network.ring_allreduce_s` (the same plan), starting at ``now``."""
         if self.n <= 1:
             return 0.0
         return self.plan.duration_s(self.env.gradient_bytes, self.network.at(now))

@@ -16,11 +16,11 @@ from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.resolve import resolve_run, select_workers
 from lbsim.scenario.schema import Scenario
 from lbsim.schemes.base import DecisionLog, aggregation_of, is_synchronous
-from simulator.asynchronous import AsyncDriver
-from simulator.env import SimEnv
-from simulator.fast_sync import FastSync, ineligible
-from simulator.sync import SyncDriver
-from simulator.wbsp import WBSPDriver
+from lbsim.simulator.asynchronous import AsyncDriver
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_sync import FastSync, ineligible
+from lbsim.simulator.sync import SyncDriver
+from lbsim.simulator.wbsp import WBSPDriver
 
 # Which engine loop carries out a scheme's decisions, by the scheme's ``driver`` attribute.
 DRIVERS = {"sync": SyncDriver, "async": AsyncDriver, "wbsp": WBSPDriver}
@@ -39,7 +39,7 @@ def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None
     """Run ``scenario``; ``fast=False`` forces the event path where the fast path would apply.
 
     Synchronous scenarios that qualify (ring all-reduce, no backup workers, no data section:
-    :func:`simulator.fast_sync.ineligible`) take the fast path, which produces the same records.
+    :func:`lbsim.simulator.fast_sync.ineligible`) take the fast path, which produces the same records.
     """
     run = resolve_run(scenario)  # found, not redone, when the loader resolved this scenario
     workers = run.workers

@@ -1,7 +1,7 @@
 """The synchronous driver: rounds with a barrier and one global update each (bsp, static, ...).
 
 Each worker is a SimPy process: take the batch the scheme decided for this round, fetch its
-samples when the scenario places the data (:mod:`simulator.fetch`; which samples are local is
+samples when the scenario places the data (:mod:`lbsim.simulator.fetch`; which samples are local is
 the scheme's choice or uniform sampling), compute (integrating its contention exactly), then
 communicate:
 
@@ -37,9 +37,9 @@ from lbsim.metrics.run_end import cut_row
 from lbsim.network.overlap import exposed_comm_s
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation, as_sync
-from simulator.env import SimEnv
-from simulator.fetch import Fetcher
-from simulator.network import ParameterServer, allreduce_plan, ring_allreduce_s
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fetch import Fetcher
+from lbsim.simulator.network import ParameterServer, allreduce_plan, ring_allreduce_s
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """The WBSP driver: workers keep taking local steps; a round closes at the slowest's upload.
 
 The scheme (:mod:`lbsim.schemes.wbsp`) says which upload closes a round; this module enacts the
-timing on a parameter server (:class:`simulator.network.ParameterServer`: shared NIC, serial apply
+timing on a parameter server (:class:`lbsim.simulator.network.ParameterServer`: shared NIC, serial apply
 queue). Semantics ("paper-consistent", schemes-research.md §5.2):
 
 * every applied upload joins the *open* round; when the scheme says an upload closes the round
@@ -35,7 +35,7 @@ Overlap variant (``overlap: true``, the code's ``wk_pcc_v2.py``), two processes 
   finished step carried by the next push.
 
 With a ``data:`` section every step first reads its batch's samples (uniform sampling,
-:mod:`simulator.fetch`, as the asynchronous driver; in overlap mode on the compute loop, where the
+:mod:`lbsim.simulator.fetch`, as the asynchronous driver; in overlap mode on the compute loop, where the
 code's compute thread loads its batch).
 
 Records: one :class:`IterationRecord` per local step, from its start to the moment its worker can
@@ -66,9 +66,9 @@ import simpy
 from lbsim.network.parameter_server import link_s
 from lbsim.schemes.base import as_wbsp
 from lbsim.schemes.wbsp_rounds import Rounds
-from simulator.env import SimEnv
-from simulator.fetch import Fetcher
-from simulator.network import ParameterServer, bytes_per_s
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fetch import Fetcher
+from lbsim.simulator.network import ParameterServer, bytes_per_s
 
 
 @dataclass(slots=True)

@@ -54,7 +54,7 @@ def scenario(groups: list[dict[str, Any]], **kw: Any):  # -> Scenario
 
 
 def run(groups: list[dict[str, Any]], **kw: Any):  # -> RunResult
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     return simulate(scenario(groups, **kw))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.validate import Monotone, repeat_summary
+from lbsim.runtime.validate import Monotone, repeat_summary
 
 
 def _report(it: float, tput: float, stale: float | None = None) -> dict:

@@ -154,7 +154,7 @@ def test_markov_compute_times_integrate_to_the_work(sim):
              "slowdown_max": 6.0}]
     sc = sim.scenario([sim.group(3, 100.0, t0=0.05)], network=sim.ps(server_gbps=1e6, apply_s=0.001),
                       scheme="asp", global_batch=150, gradient_bytes=1, updates=150, contention=cont, seed=4)
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     res = simulate(sc)
     conts = build_contention(sc, resolve_workers(sc))  # same seed: the same streams as the run's
@@ -229,7 +229,7 @@ def test_cluster_cpu_compute_times_integrate_to_the_work(sim):
     cont = [{"name": "trace", "path": path, "demand": 0.9, "bucket_s": 0.25, "stagger_rows": 100}]
     sc = sim.scenario([sim.group(2, 100.0, t0=0.05), sim.group(1, 40.0, t0=0.05)], network=sim.ring(alpha_s=0.001),
                       scheme="bsp", global_batch=150, gradient_bytes=1_000_000, updates=60, contention=cont)
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     res = simulate(sc)
     conts = build_contention(sc, resolve_workers(sc))

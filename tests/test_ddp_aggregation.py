@@ -1,4 +1,4 @@
-"""The weighted DDP hook (runtime.ddp) equals single-process training on the concatenated batch.
+"""The weighted DDP hook (lbsim.runtime.ddp) equals single-process training on the concatenated batch.
 
 2 and 3 gloo ranks (torch.multiprocessing), unequal batches that change every step, a real
 multi-layer ``nn.Module`` (conv, batch-free, linear layers) with tiny DDP buckets so that several
@@ -51,7 +51,7 @@ def _reference(world: int) -> list[torch.Tensor]:
 def _train(rank: int, world: int, group: object, weighted: bool) -> list[list[float]]:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from runtime.ddp import LoadBalancer
+    from lbsim.runtime.ddp import LoadBalancer
 
     model = DDP(_net(), bucket_cap_mb=0.001, process_group=group)  # ~1 KB buckets: several per backward
     lb = LoadBalancer(global_batch=sum(STEPS[world][0]), variant="cpu", predictor="last", group=group)

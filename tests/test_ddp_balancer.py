@@ -42,7 +42,7 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown
+    from lbsim.runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=3)
@@ -122,7 +122,7 @@ def test_split_converges_to_the_closed_form(ranks: list[dict[str, list]], run: s
 
 
 def test_cpu_clock_stops_at_the_last_mark() -> None:
-    from runtime.ddp import StepClock
+    from lbsim.runtime.ddp import StepClock
 
     clock = StepClock(torch.device("cpu"))
     clock.start()

@@ -1,4 +1,4 @@
-"""The decision core shared by runtime.ddp.LoadBalancer and lbsim's sync loop (runtime/ddp/decision.py).
+"""The decision core shared by lbsim.runtime.ddp.LoadBalancer and lbsim's sync loop (runtime/ddp/decision.py).
 
 Torch-free and single-process: the observation it builds from per-rank columns, the decisions it
 takes (those of the scheme itself, timed), and the sync loop's record rows going through it.
@@ -10,9 +10,9 @@ import math
 
 import numpy as np
 
+from lbsim.runtime.ddp.decision import Decider, round_observation
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.lbbsp import LBBSP, LBBSPConfig
-from runtime.ddp.decision import Decider, round_observation
 
 CTX = SchemeContext(global_batch=60, t0_s=(0.0,) * 3, samples_per_s=(10.0, 10.0, 20.0), max_batch=(60,) * 3,
                     kinds=("cpu",) * 3)
@@ -49,8 +49,8 @@ def test_the_decider_takes_the_schemes_decisions_and_times_them() -> None:
 
 
 def test_the_sync_loop_builds_its_observation_with_the_library() -> None:
-    from runtime.loop import _observation
-    from runtime.records import FIELDS, F
+    from lbsim.runtime.loop import _observation
+    from lbsim.runtime.records import FIELDS, F
 
     table = np.zeros((2, len(FIELDS)))
     for name, values in (("batch", (8, 12)), ("start_s", (1.0, 1.0)), ("compute_end_s", (1.5, 2.25)),

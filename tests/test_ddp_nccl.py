@@ -1,4 +1,4 @@
-"""The NCCL/CUDA path of runtime.ddp: run where GPUs exist, skipped cleanly where they do not.
+"""The NCCL/CUDA path of lbsim.runtime.ddp: run where GPUs exist, skipped cleanly where they do not.
 
 * one GPU: the CUDA step clock measures kernels (CUDA events), not their launch; a 1-rank NCCL
   group with the weighted hook gives the plain gradient (weight 1);
@@ -37,7 +37,7 @@ def _rank(rank: int, world: int, rendezvous: str, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from runtime.ddp import LoadBalancer
+    from lbsim.runtime.ddp import LoadBalancer
 
     dev = torch.device("cuda", rank)
     torch.cuda.set_device(dev)
@@ -86,7 +86,7 @@ def _worst(world: int, tmp_path: Path) -> float:
 
 @needs_gpu
 def test_cuda_clock_measures_kernels_not_launches() -> None:
-    from runtime.ddp import StepClock
+    from lbsim.runtime.ddp import StepClock
 
     dev = torch.device("cuda", 0)
     a = torch.randn(4096, 4096, device=dev)

@@ -1,4 +1,4 @@
-"""The per-rank batch sampler (runtime.ddp.sampler) without processes: n samplers, one per rank.
+"""The per-rank batch sampler (lbsim.runtime.ddp.sampler) without processes: n samplers, one per rank.
 
 Every rank's sampler is driven by the same sequence of decisions (what the balancer's broadcast
 guarantees); the property: over an epoch the ranks' batches partition the dataset (every sample
@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lbsim.runtime.ddp.balancer import UNCAPPED, LoadBalancer
+from lbsim.runtime.ddp.sampler import BalancedBatchSampler
 from lbsim.sizing.split import proportional_split
-from runtime.ddp.balancer import UNCAPPED, LoadBalancer
-from runtime.ddp.sampler import BalancedBatchSampler
 
 
 class Scripted:

@@ -8,7 +8,7 @@ import pytest
 
 from lbsim.cli import main
 from lbsim.output import write_run
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 FILES = ("iterations.csv", "updates.csv", "summary.json")
 

@@ -19,7 +19,7 @@ SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "dssp_table1.y
 @cache
 def run(scheme: str, *sets: str):  # -> RunResult
     from lbsim.scenario.loader import load_scenario
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     return simulate(load_scenario(SCENARIO, list(sets), scheme=scheme))
 

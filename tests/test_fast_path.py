@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from lbsim.metrics.records import ITERATION_COLUMNS, IterationRecord, IterationTable
 from lbsim.scenario.loader import load_scenario, scenario_from_data
 from lbsim.schemes.base import WorkerColumns, observation_columns
-from simulator.env import SimEnv
-from simulator.fast_sync import ineligible
-from simulator.run import simulate
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_sync import ineligible
+from lbsim.simulator.run import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 TRACES = REPO / "scenarios" / "traces"

@@ -1,21 +1,26 @@
-"""The dependency rule ``simulator -> lbsim <- runtime`` (design.md), checked two ways.
+"""The dependency rule ``lbsim.simulator -> lbsim <- lbsim.runtime`` (design.md), checked two ways.
+
+The engines live in the top-level folders ``simulator/`` and ``runtime/`` and are imported as
+``lbsim.simulator`` and ``lbsim.runtime`` (``lbsim/simulator`` and ``lbsim/runtime`` are links to the
+folders; setup.py). Below, "the simulator" is every file under ``simulator/`` and every import of
+``lbsim.simulator[.*]``; the same for the runtime; "the core" is every other file under ``lbsim/``.
 
 Dynamically, in fresh subprocesses (``sys.modules`` after the imports):
 
 * the core (``lbsim`` and the modules the CLI and both engines use) loads neither ``simpy`` nor ``torch``;
-* the simulator (``simulator.run``) never loads ``torch``.
+* the simulator (``lbsim.simulator.run``) never loads ``torch`` nor the runtime.
 
 Statically, by parsing every file with :mod:`ast` and walking *all* ``Import``/``ImportFrom`` nodes
 (top level, inside functions, under ``if``/``try``):
 
-* no file under ``lbsim/`` imports ``simulator`` or ``runtime``, nor ``simpy`` or ``torch`` --
-  except that **imports inside functions in the front ends ``lbsim/cli.py`` and ``lbsim/api.py``**
-  may import the engines (``simulator``, ``runtime``): they load an engine only inside the
-  command or function that needs it;
-* no file under ``simulator/`` imports ``runtime`` or ``torch``;
-* no file under ``runtime/`` imports ``simulator`` or ``simpy``;
-* no engine file (``simulator/``, ``runtime/``) imports the command line ``lbsim.cli``, at any depth
-  (a rank parses its arguments with :mod:`lbsim.arguments`, which the CLI shares).
+* no core file imports the simulator or the runtime, nor ``simpy`` or ``torch`` -- except that
+  **imports inside functions in the front ends ``lbsim/cli.py`` and ``lbsim/api.py``** may import the
+  engines: they load an engine only inside the command or function that needs it;
+* no simulator file imports the runtime or ``torch``; no runtime file imports the simulator or ``simpy``;
+* no engine file imports the command line ``lbsim.cli``, at any depth (a rank parses its arguments
+  with :mod:`lbsim.arguments`, which the CLI shares);
+* nothing imports the engines by their folder names (``import simulator``, ``from runtime.x ...``):
+  those are not installed names, and a module loaded under two names would exist twice.
 
 Relative imports (``from . import x``) stay inside their own package and are not checked.
 """
@@ -59,7 +64,8 @@ def test_cli_commands_without_engine_load_no_engine() -> None:
         "import contextlib, io, json, sys\n"
         "from lbsim.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()): rc = main(['schemes'])\n"
-        "print(json.dumps([rc, sorted({n.split('.')[0] for n in sys.modules} & {'simpy', 'torch', 'simulator', 'runtime'})]))\n"
+        "print(json.dumps([rc, sorted(n for n in sys.modules if n.split('.')[0] in {'simpy', 'torch'}\n"
+        "                            or n.startswith(('lbsim.simulator', 'lbsim.runtime')))]))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -67,22 +73,59 @@ def test_cli_commands_without_engine_load_no_engine() -> None:
 
 
 def test_simulator_never_loads_torch() -> None:
-    assert _loaded_after(["simulator.run"], ["torch", "runtime"]) == []
+    assert _loaded_after(["lbsim.simulator.run"], ["torch"]) == []
+    assert not [m for m in _modules_after(["lbsim.simulator.run"]) if m.startswith("lbsim.runtime")]
+
+
+def _modules_after(imports: list[str]) -> list[str]:
+    code = (
+        "import importlib, json, sys\n"
+        f"for m in {imports!r}: importlib.import_module(m)\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_engines_are_installed_under_lbsim() -> None:
+    """``lbsim.simulator`` and ``lbsim.runtime`` are the top-level folders, not copies of them."""
+    import lbsim.simulator
+
+    assert Path(lbsim.simulator.__file__).resolve() == (REPO / "simulator" / "__init__.py").resolve()
+    assert (REPO / "lbsim" / "runtime").resolve() == (REPO / "runtime").resolve()
 
 
 # --- static check ---------------------------------------------------------------------------------
 
+ENGINES = ("simulator", "runtime")
+
+
+def _part(module: str) -> str:
+    """The part of the code base an absolute module name belongs to: ``simulator``/``runtime`` for
+    ``lbsim.simulator[.*]``/``lbsim.runtime[.*]``, ``bare simulator``/``bare runtime`` for the folder
+    names imported directly, else its top-level name (``lbsim``, ``simpy``, ``torch``, ...)."""
+    parts = module.split(".")
+    if parts[0] == "lbsim" and len(parts) > 1 and parts[1] in ENGINES:
+        return parts[1]
+    if parts[0] in ENGINES:
+        return f"bare {parts[0]}"
+    return parts[0]
+
+
 def _imports(tree: ast.AST) -> list[tuple[str, int, bool]]:
-    """(top-level module name, line, inside a function) for every absolute import in ``tree``."""
+    """(part, line, inside a function) for every absolute import in ``tree`` (``from lbsim import
+    simulator`` counts as importing ``lbsim.simulator``)."""
     found: list[tuple[str, int, bool]] = []
 
     def visit(node: ast.AST, in_function: bool) -> None:
         for child in ast.iter_child_nodes(node):
             inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
             if isinstance(child, ast.Import):
-                found.extend((alias.name.split(".")[0], child.lineno, inside) for alias in child.names)
+                found.extend((_part(alias.name), child.lineno, inside) for alias in child.names)
             elif isinstance(child, ast.ImportFrom) and child.level == 0 and child.module:
-                found.append((child.module.split(".")[0], child.lineno, inside))
+                names = [f"{child.module}.{alias.name}" for alias in child.names] if child.module == "lbsim" else [child.module]
+                found.extend((_part(name), child.lineno, inside) for name in dict.fromkeys(names))
             visit(child, inside)
 
     visit(tree, False)
@@ -98,14 +141,18 @@ def _dynamic_imports(tree: ast.AST) -> list[tuple[str, int]]:
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
             if name in ("import_module", "__import__"):
-                found.append((node.args[0].value.split(".")[0], node.lineno))
+                found.append((_part(node.args[0].value), node.lineno))
     return found
 
 
+BARE = {"bare simulator", "bare runtime"}
 FORBIDDEN = {
-    "lbsim": {"simulator", "runtime", "simpy", "torch"},
-    "simulator": {"runtime", "torch"},
-    "runtime": {"simulator", "simpy"},
+    "lbsim": {"simulator", "runtime", "simpy", "torch"} | BARE,
+    "simulator": {"runtime", "torch"} | BARE,
+    "runtime": {"simulator", "simpy"} | BARE,
+    "tests": BARE,
+    "benchmarks": BARE,
+    "examples": BARE,
 }
 
 
@@ -113,9 +160,15 @@ FORBIDDEN = {
 FRONT_ENDS = ("lbsim/cli.py", "lbsim/api.py")
 
 
+def _files(folder: str) -> list[Path]:
+    """The .py files of a folder; ``lbsim/``'s without the engines it links to."""
+    links = [REPO / "lbsim" / engine for engine in ENGINES]
+    return sorted(p for p in (REPO / folder).rglob("*.py") if not any(p.is_relative_to(link) for link in links))
+
+
 def _violations(package: str) -> list[str]:
     bad = []
-    for path in sorted((REPO / package).rglob("*.py")):
+    for path in _files(package):
         rel = path.relative_to(REPO).as_posix()
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
         for module, line, in_function in _imports(tree):
@@ -143,12 +196,15 @@ def test_static_checker_sees_nested_imports() -> None:
         "import simpy\n"
         "from torch.nn import Linear\n"
         "from . import sibling\n"
-        "if True:\n    import runtime.x\n"
-        "def f():\n    from simulator.run import simulate\n"
+        "if True:\n    import lbsim.runtime.x\n"
+        "def f():\n    from lbsim.simulator.run import simulate\n"
         "class C:\n    def m(self):\n        import torch\n"
+        "from lbsim import runtime, schemes\n"
+        "from simulator.env import SimEnv\n"
     )
     assert _imports(tree) == [("simpy", 1, False), ("torch", 2, False), ("runtime", 5, False),
-                              ("simulator", 7, True), ("torch", 10, True)]
+                              ("simulator", 7, True), ("torch", 10, True), ("runtime", 11, False),
+                              ("lbsim", 11, False), ("bare simulator", 12, False)]
 
 
 # --- no engine imports the command line ---------------------------------------------------------
@@ -167,7 +223,7 @@ def _module_imports(tree: ast.AST) -> list[tuple[str, int]]:
 
 def _cli_imports(package: str) -> list[str]:
     bad = []
-    for path in sorted((REPO / package).rglob("*.py")):
+    for path in _files(package):
         rel = path.relative_to(REPO).as_posix()
         for module, line in _module_imports(ast.parse(path.read_text(encoding="utf-8"), filename=rel)):
             if module == "lbsim.cli" or module.startswith("lbsim.cli."):
@@ -188,11 +244,23 @@ def test_cli_import_checker_sees_every_form() -> None:
 
 
 def test_rank_entry_point_loads_no_cli() -> None:
-    """The torchrun entry point (``runtime.worker``) and the launcher's commands never load ``lbsim.cli``."""
-    code = ("import json, sys, runtime.worker, runtime.commands, runtime.launch\n"
+    """The torchrun entry point (``lbsim.runtime.worker``) and the launcher's commands never load ``lbsim.cli``."""
+    code = ("import json, sys, lbsim.runtime.worker, lbsim.runtime.commands, lbsim.runtime.launch\n"
             "print(json.dumps('lbsim.cli' in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     if proc.returncode != 0 and "No module named 'torch'" in proc.stderr:
         pytest.skip("the runtime extra (torch) is not installed")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) is False
+
+
+def test_installed_packages_are_lbsim_only() -> None:
+    """setup.py installs the engines as ``lbsim.simulator``/``lbsim.runtime`` and claims no other top-level name."""
+    code = ("import json, os, setuptools, distutils.core as core\n"
+            "dist = core.run_setup('setup.py', stop_after='init')\n"
+            "print(json.dumps(sorted(dist.packages)))\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    packages = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert {p.split(".")[0] for p in packages} == {"lbsim"}
+    assert {"lbsim.simulator", "lbsim.runtime", "lbsim.runtime.ddp"} <= set(packages)

@@ -8,7 +8,7 @@ from collections import defaultdict
 import pytest
 
 from lbsim.scenario.loader import load_scenario
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 
 def by_update(result):

@@ -1,6 +1,6 @@
 """Issue 16: no orphans. Killing the launcher (SIGKILL: no handler runs) leaves no rank behind.
 
-* :func:`runtime.lifeline.die_with_parent` on its own: a process whose parent is SIGKILLed ends;
+* :func:`lbsim.runtime.lifeline.die_with_parent` on its own: a process whose parent is SIGKILLed ends;
 * end to end: ``lbsim train`` killed while its ranks train leaves no rank running, and the run
   folder still holds the previous complete run.
 """
@@ -50,7 +50,7 @@ def _kill_all(pids: list[int]) -> None:
 def test_die_with_parent_ends_the_child_of_a_killed_parent(tmp_path: Path) -> None:
     pid_file = tmp_path / "child.pid"
     child_py = tmp_path / "child.py"
-    child_py.write_text("import os, time\nfrom runtime.lifeline import die_with_parent\ndie_with_parent()\n"
+    child_py.write_text("import os, time\nfrom lbsim.runtime.lifeline import die_with_parent\ndie_with_parent()\n"
                         f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(600)\n", encoding="utf-8")
     parent_code = (f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, {str(child_py)!r}])\n"
                    "time.sleep(600)\n")

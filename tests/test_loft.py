@@ -1,4 +1,4 @@
-"""LOFT (lbsim.schemes.loft) and the data-fetch stage (lbsim.fetch, simulator.fetch).
+"""LOFT (lbsim.schemes.loft) and the data-fetch stage (lbsim.fetch, lbsim.simulator.fetch).
 
 * fetch-bound stragglers (scenarios/loft_edge.yaml): LOFT well ahead of compute-only LB-BSP;
   compute-bound stragglers (same cluster, fast data paths, a compute slowdown): a tie;
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from lbsim.scenario.loader import load_scenario
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 EDGE = REPO / "scenarios" / "loft_edge.yaml"

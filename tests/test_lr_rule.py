@@ -19,7 +19,7 @@ N, GLOBAL_BATCH = 4, 256
 
 def samples_to_target(sim, scheme: str, rule: str | None) -> int:
     from lbsim.scenario.loader import scenario_from_data
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     data = sim.data([sim.group(N, 1000.0)], scheme=scheme, network=sim.ps(), global_batch=GLOBAL_BATCH,
                     updates=100 if scheme == "bsp" else 400)
@@ -59,8 +59,8 @@ def test_sgd_scale_is_a_scaled_gradient_with_momentum() -> None:
 
 def test_runtime_sgd_applies_the_same_rule() -> None:
     torch = pytest.importorskip("torch")
-    from runtime.config import TrainingConfig
-    from runtime.model import SGDState
+    from lbsim.runtime.config import TrainingConfig
+    from lbsim.runtime.model import SGDState
 
     rng = np.random.default_rng(1)
     w, g = rng.normal(size=(2, 7))

@@ -14,7 +14,7 @@ def with_numerics(sim, groups, *, scheme, numerics=None, **kw):
     data = sim.data(groups, scheme=scheme, **kw)
     data["numerics"] = {**NUM, **(numerics or {})}
     from lbsim.scenario.loader import scenario_from_data
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     return simulate(scenario_from_data(data))
 

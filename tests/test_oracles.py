@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from lbsim.scenario.loader import load_scenario
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 
 def bytes_per_s(gbps: float) -> float:

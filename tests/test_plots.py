@@ -41,10 +41,10 @@ SWEEP_FIGURES = {"throughput", "speedup_vs_bsp", "iteration_cdf", "staleness", "
 
 @pytest.fixture(scope="module")
 def sweep_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from lbsim.simulator.run import simulate
     from lbsim.sweep import load_sweep
     from lbsim.sweep.backends import LocalPool
     from lbsim.sweep.runner import run_sweep
-    from simulator.run import simulate
 
     folder = tmp_path_factory.mktemp("plots")
     path = folder / "plots.yaml"

@@ -21,7 +21,7 @@ from lbsim.cli import main
 from lbsim.network.overlap import OverlapParams, exposed_comm_s
 from lbsim.network.replica_wait import expected_step_s, max_distribution
 from lbsim.scenario.loader import scenario_from_data
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 # the synthetic setting of tests/test_calibration.py, with compute noise
 FIT = [(2,), (4,), (1, 1), (2, 2), (1, 1, 1, 1)]

@@ -31,7 +31,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
 
 def test_load_then_simulate_resolves_once(counted: dict[str, int]) -> None:
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     scenario = load_scenario(LOFT_EDGE, ["workload.updates=3"])
     assert counted == {"resolve_workers": 1, "resolve_data": 1}

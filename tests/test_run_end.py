@@ -41,7 +41,7 @@ CASES = [(s, stop, net) for s, stop, net in itertools.product([*SCHEMES, *VARIAN
 @pytest.mark.parametrize(("scheme", "stop", "network"), CASES)
 def test_samples_identity_and_row_parts(sim, scheme: str, stop: str, network: str) -> None:
     from lbsim.scenario.loader import scenario_from_data
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     spec = VARIANTS.get(scheme, {"name": scheme, **({"lookahead": 4} if scheme == "elastic_bsp" else {})})
     res = simulate(scenario_from_data(scenario_data(sim, spec, stop, network)))
@@ -74,7 +74,7 @@ def test_parameter_server_schemes_refuse_a_ring(sim, scheme: str) -> None:
 def test_a_budget_that_cuts_pulls_marks_the_rows(sim) -> None:
     """BSP on a parameter server, budget inside the first pull: the round's rows end at the budget, cut."""
     from lbsim.scenario.loader import scenario_from_data
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     groups = [sim.group(2, 100.0)]  # 0.5 s compute for 50 samples; 1 MB at 8 Gbit/s: 1 ms per transfer
     data = sim.data(groups, scheme="bsp", network=sim.ps(), global_batch=100, updates=None, time_budget_s=0.5025)
@@ -110,7 +110,7 @@ def test_update_made_is_strictly_before_the_budget(budget: float, t: float) -> N
 def test_a_budget_at_an_update_moment_leaves_that_update_unmade(sim, network: str, scheme: str, fast: bool) -> None:
     """Budget B = the third update's moment: that update is not made, the run ends at B; one ulp later it is."""
     from lbsim.scenario.loader import scenario_from_data
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     groups = [sim.group(1, 100.0), sim.group(1, 50.0)]
     net = sim.ring() if network == "ring" else sim.ps(apply_s=0.001)

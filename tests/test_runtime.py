@@ -24,12 +24,12 @@ pytest.importorskip("psutil")
 from lbsim.cli import main  # noqa: E402
 from lbsim.numerics import SharedStream, load_dataset, make_model  # noqa: E402
 from lbsim.rng import stream  # noqa: E402
+from lbsim.runtime.config import RuntimeOptions  # noqa: E402
+from lbsim.runtime.launch import RuntimeFailure, launch  # noqa: E402
+from lbsim.runtime.worker import Job, Task  # noqa: E402
 from lbsim.scenario.loader import load_scenario  # noqa: E402
 from lbsim.scenario.resolve import build_scheme_for, resolve_workers  # noqa: E402
 from lbsim.schemes.base import RoundObservation, WorkerObservation  # noqa: E402
-from runtime.config import RuntimeOptions  # noqa: E402
-from runtime.launch import RuntimeFailure, launch  # noqa: E402
-from runtime.worker import Job, Task  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CPU4 = REPO / "scenarios" / "validation" / "cpu4.yaml"
@@ -265,7 +265,7 @@ def test_time_budget_ends_the_sync_run_as_in_the_simulator(tmp_path: Path) -> No
 
 
 def test_torchrun_runs_the_same_entry_point(tmp_path: Path) -> None:
-    """The documented command: torchrun --nproc-per-node=2 -m runtime.worker SCENARIO --out DIR."""
+    """The documented command: torchrun --nproc-per-node=2 -m lbsim.runtime.worker SCENARIO --out DIR."""
     import os
     import shutil
     import subprocess
@@ -277,7 +277,7 @@ def test_torchrun_runs_the_same_entry_point(tmp_path: Path) -> None:
     out.mkdir()
     (out / "summary.json").write_text("{}")  # a previous run in --out: replaced whole, never mixed with the new one
     (out / "trace.json").write_text("{}")
-    proc = subprocess.run(["torchrun", "--nnodes=1", "--nproc-per-node=2", "-m", "runtime.worker", str(path), "--out", str(out)],
+    proc = subprocess.run(["torchrun", "--nnodes=1", "--nproc-per-node=2", "-m", "lbsim.runtime.worker", str(path), "--out", str(out)],
                           cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())

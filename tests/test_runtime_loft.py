@@ -29,14 +29,14 @@ from lbsim.aggregation import aggregate  # noqa: E402
 from lbsim.cli import main  # noqa: E402
 from lbsim.fetch import DataLayout, WorkerData, arrival_order, fetch_schedule  # noqa: E402  # noqa: E402
 from lbsim.numerics.trainer import Trainer  # noqa: E402
+from lbsim.runtime.config import RuntimeOptions  # noqa: E402
+from lbsim.runtime.launch import launch  # noqa: E402
+from lbsim.runtime.loft import robust_statistic  # noqa: E402
+from lbsim.runtime.worker import Job, Task  # noqa: E402
 from lbsim.scenario.data import resolve_data  # noqa: E402
 from lbsim.scenario.loader import load_scenario  # noqa: E402
 from lbsim.scenario.resolve import build_scheme_for, resolve_workers  # noqa: E402
 from lbsim.schemes.base import RoundObservation, WorkerObservation  # noqa: E402
-from runtime.config import RuntimeOptions  # noqa: E402
-from runtime.launch import launch  # noqa: E402
-from runtime.loft import robust_statistic  # noqa: E402
-from runtime.worker import Job, Task  # noqa: E402
 
 N = 3
 UPDATES = 12
@@ -96,7 +96,7 @@ def test_robust_statistic_equals_lbsim_aggregation(rule: str, n: int, f: int, dt
 def test_fetch_schedule_is_the_simulators_fetcher() -> None:
     """All ranks request at once; the storage NIC serves them in the given order (the simulator's FIFO)."""
     simpy = pytest.importorskip("simpy")
-    from simulator.fetch import Fetcher
+    from lbsim.simulator.fetch import Fetcher
 
     layout = DataLayout(sample_bytes=50_000, workers=(WorkerData(0.2, 4, 1.0, 0.003), WorkerData(0.1, 8, 0.5, 0.02),
                                                       WorkerData(0.0, 8, 2.0, 0.0), WorkerData(0.3, 2, 1.0, 0.01)),

@@ -1,4 +1,4 @@
-"""The runtime's one driver -> loop table (runtime.config.DRIVER_LOOPS).
+"""The runtime's one driver -> loop table (lbsim.runtime.config.DRIVER_LOOPS).
 
 Every driver a registered scheme uses has a loop; each entry's runner is the named function of the
 named module (so the table cannot point at a loop that is not there); reading the table imports no
@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from runtime.config import DRIVER_LOOPS, driver_of, supported_schemes, uses_server
+from lbsim.runtime.config import DRIVER_LOOPS, driver_of, supported_schemes, uses_server
 from tests.conftest import REPO
 
 pytest.importorskip("torch")
@@ -38,6 +38,6 @@ def test_server_flag_follows_the_driver() -> None:
 
 
 def test_the_table_imports_no_torch() -> None:
-    code = ("import sys, runtime.config, runtime.worker; from runtime.config import DRIVER_LOOPS; "
+    code = ("import sys, lbsim.runtime.config, lbsim.runtime.worker; from lbsim.runtime.config import DRIVER_LOOPS; "
             "assert 'torch' not in sys.modules, 'torch imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={"PYTHONPATH": str(REPO)}, timeout=60)

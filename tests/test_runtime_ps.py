@@ -27,14 +27,14 @@ pytest.importorskip("psutil")
 from lbsim.cli import main  # noqa: E402
 from lbsim.numerics import SharedStream, load_dataset, make_model, update_scale  # noqa: E402
 from lbsim.rng import stream  # noqa: E402
+from lbsim.runtime.config import RuntimeOptions  # noqa: E402
+from lbsim.runtime.launch import launch  # noqa: E402
+from lbsim.runtime.model import INIT_STREAM  # noqa: E402
+from lbsim.runtime.ps import SAMPLE_STREAM  # noqa: E402
+from lbsim.runtime.worker import Job, Task  # noqa: E402
 from lbsim.scenario.loader import load_scenario  # noqa: E402
 from lbsim.scenario.resolve import build_scheme_for, resolve_workers  # noqa: E402
 from lbsim.schemes.base import Clocks  # noqa: E402
-from runtime.config import RuntimeOptions  # noqa: E402
-from runtime.launch import launch  # noqa: E402
-from runtime.model import INIT_STREAM  # noqa: E402
-from runtime.ps import SAMPLE_STREAM  # noqa: E402
-from runtime.worker import Job, Task  # noqa: E402
 
 
 def _scenario(tmp_path: Path, scheme: str, *, workers: int = 3, updates: int = 36, slow: float = 3.0,
@@ -220,7 +220,7 @@ def test_ps_scheme_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_ps_network_reproduces_the_probed_round_trips() -> None:
     """The calibrated server: a simulated round trip 2 S / B + 2 L equals the probe at both sizes."""
-    from runtime.ps_probe import ps_network
+    from lbsim.runtime.ps_probe import ps_network
 
     probe = {"small_bytes": 40_000, "small_rtt_s": 0.003, "big_bytes": 8_000_000, "big_rtt_s": 0.011, "apply_s": 2e-5}
     net = ps_network(probe)

@@ -33,11 +33,11 @@ pytest.importorskip("psutil")
 
 from lbsim.numerics import SharedStream, load_dataset, make_model  # noqa: E402
 from lbsim.rng import stream  # noqa: E402
+from lbsim.runtime.config import RuntimeOptions  # noqa: E402
+from lbsim.runtime.launch import launch  # noqa: E402
+from lbsim.runtime.wbsp import SAMPLE_STREAM  # noqa: E402
+from lbsim.runtime.worker import Job, Task  # noqa: E402
 from lbsim.scenario.loader import load_scenario  # noqa: E402
-from runtime.config import RuntimeOptions  # noqa: E402
-from runtime.launch import launch  # noqa: E402
-from runtime.wbsp import SAMPLE_STREAM  # noqa: E402
-from runtime.worker import Job, Task  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 CPU3 = REPO / "scenarios" / "validation" / "wbsp_cpu3.yaml"

@@ -24,7 +24,7 @@ def test_the_default_scenario_is_shipped() -> None:
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_shipped_scenario_loads_and_runs(path: Path) -> None:
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     full = load_scenario(path)
     assert full.cluster.groups

@@ -14,7 +14,7 @@ SCENARIO = Path(__file__).resolve().parent.parent / "scenarios" / "staleness_pro
 
 def final_accuracy(scheme: str, workers: int) -> float:
     from lbsim.scenario.loader import read_yaml, scenario_from_data
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     data = read_yaml(SCENARIO)
     data["cluster"]["groups"][0]["count"] = workers

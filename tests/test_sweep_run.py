@@ -17,10 +17,10 @@ import pytest
 import yaml
 
 from lbsim.errors import InputError
+from lbsim.simulator.run import simulate
 from lbsim.sweep import load_sweep
 from lbsim.sweep.backends import DaskPool, LocalPool
 from lbsim.sweep.runner import run_sweep
-from simulator.run import simulate
 
 REPO = Path(__file__).resolve().parents[1]
 EC2 = REPO / "scenarios" / "ec2_mixed.yaml"

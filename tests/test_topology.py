@@ -13,7 +13,7 @@ from lbsim.network.topology import topology_of
 from lbsim.scenario.loader import dump_scenario, scenario_from_data
 from lbsim.scenario.overrides import parse_yaml
 from lbsim.scenario.resolve import ComputeCurve, resolve_workers
-from simulator.run import simulate
+from lbsim.simulator.run import simulate
 
 GBPS_1GB = 8.0  # 8 Gbit/s = 1e9 bytes/s
 

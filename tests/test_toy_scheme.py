@@ -72,7 +72,7 @@ def test_toy_scheme_is_registered_and_parsed(toy: object, tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_toy_scheme_in_the_simulator(toy: object, tmp_path: Path, fast: bool) -> None:
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     result = simulate(load_scenario(_scenario(tmp_path)), fast=fast)
     rows = [{"update": str(r.update), "worker": str(r.worker), "batch": str(r.batch)} for r in result.iterations]
@@ -83,9 +83,9 @@ def test_toy_scheme_in_the_simulator(toy: object, tmp_path: Path, fast: bool) ->
 def test_toy_scheme_in_the_runtime(toy: object, tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("psutil")
-    from runtime.config import RuntimeOptions, check_runnable
-    from runtime.launch import launch
-    from runtime.worker import Job, Task
+    from lbsim.runtime.config import RuntimeOptions, check_runnable
+    from lbsim.runtime.launch import launch
+    from lbsim.runtime.worker import Job, Task
 
     path = _scenario(tmp_path)
     ranks = check_runnable(load_scenario(path), RuntimeOptions())

@@ -34,7 +34,7 @@ def test_exact_events_for_one_iteration() -> None:
 
 @pytest.mark.parametrize("scheme", ["bsp", "asp", "lbbsp"])
 def test_simulated_run_trace(scheme: str) -> None:
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     result = simulate(load_scenario(EC2, ["workload.time_budget_s=40"], scheme=scheme))
     trace = json.loads(trace_text(chrome_trace(result.iterations, result.updates, metadata={"scheme": scheme})))

@@ -84,7 +84,7 @@ def two_workers(sim: SimpleNamespace, **scheme: Any) -> Any:
 
 def h2(*sets: str) -> Any:
     from lbsim.scenario.loader import load_scenario
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     return simulate(load_scenario(H2, list(sets)))
 
@@ -350,7 +350,7 @@ def test_budget_end_keeps_only_closed_rounds(sim: SimpleNamespace) -> None:
 
 def test_same_seed_same_records() -> None:
     from lbsim.scenario.loader import load_scenario
-    from simulator.run import simulate
+    from lbsim.simulator.run import simulate
 
     for extra in ([], ["scheme.overlap=true"]):
         sets = ["scheme.name=wbsp", "workload.time_budget_s=120", *extra]

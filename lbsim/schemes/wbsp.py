@@ -22,7 +22,7 @@ forth, each hand-over making a round of almost no steps.
 Optimised variant (``overlap: true``, the paper's PCC, code ``wk_pcc_v2.py``): a compute loop
 runs local steps back to back while a communication loop pushes what has finished and pulls when
 the server flags it, so a round lasts about ``max(T_comp,slow, T_comm)`` instead of their sum.
-The engine (:mod:`simulator.wbsp`) documents the timing details.
+The engine (:mod:`lbsim.simulator.wbsp`) documents the timing details.
 
 This module is the pure decision logic: equal batches, the step-time EMAs, the designation, and
 whether an applied upload closes the round.

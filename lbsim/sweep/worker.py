@@ -7,7 +7,7 @@ and ``decisions`` / ``numerics`` when the run has them; tables as ``.csv`` or ``
 ever writes the sweep's output folder.
 
 The engine is passed in (``engine(scenario) -> result`` with ``iterations``, ``updates``,
-``summary`` and ``decisions``, e.g. :func:`simulator.run.simulate`): the core never imports an
+``summary`` and ``decisions``, e.g. :func:`lbsim.simulator.run.simulate`): the core never imports an
 engine (design.md's dependency rule); the CLI chooses one.
 """
 

@@ -1,24 +1,24 @@
 """LB-BSP as a library for ordinary PyTorch DDP scripts launched with ``torchrun`` (docs/library.md).
 
-Public names (import from ``runtime.ddp``)::
+Public names (import from ``lbsim.runtime.ddp``)::
 
     lb = LoadBalancer(global_batch=96)          # every rank, after init_process_group
     lb.attach(ddp_model)                        # batch-weighted gradient hook: g = sum_r (b_r/B) g_r
     loader = DataLoader(ds, batch_sampler=lb.sampler(len(ds)))   # rank r's b_r samples per step
 
-Modules: :mod:`~runtime.ddp.balancer` (decisions by lbsim's ``lbbsp`` scheme and sizing code),
-:mod:`~runtime.ddp.decision` (the decision core ``lbsim train``'s synchronous loop shares),
-:mod:`~runtime.ddp.sampler` (an epoch cut into per-rank batches), :mod:`~runtime.ddp.hook` (the
-weighted communication hook), :mod:`~runtime.ddp.timing` (per-rank compute time on CPU and CUDA),
-:mod:`~runtime.ddp.inject` (the runtime's emulated contention, per bucket).
+Modules: :mod:`~lbsim.runtime.ddp.balancer` (decisions by lbsim's ``lbbsp`` scheme and sizing code),
+:mod:`~lbsim.runtime.ddp.decision` (the decision core ``lbsim train``'s synchronous loop shares),
+:mod:`~lbsim.runtime.ddp.sampler` (an epoch cut into per-rank batches), :mod:`~lbsim.runtime.ddp.hook` (the
+weighted communication hook), :mod:`~lbsim.runtime.ddp.timing` (per-rank compute time on CPU and CUDA),
+:mod:`~lbsim.runtime.ddp.inject` (the runtime's emulated contention, per bucket).
 """
 
-from runtime.ddp.balancer import LoadBalancer
-from runtime.ddp.decision import Decider, round_observation
-from runtime.ddp.hook import weighted_gradient, weighted_sum_hook
-from runtime.ddp.inject import SlowedRank, constant_slowdown, slowed_hook
-from runtime.ddp.sampler import BalancedBatchSampler
-from runtime.ddp.timing import StepClock
+from lbsim.runtime.ddp.balancer import LoadBalancer
+from lbsim.runtime.ddp.decision import Decider, round_observation
+from lbsim.runtime.ddp.hook import weighted_gradient, weighted_sum_hook
+from lbsim.runtime.ddp.inject import SlowedRank, constant_slowdown, slowed_hook
+from lbsim.runtime.ddp.sampler import BalancedBatchSampler
+from lbsim.runtime.ddp.timing import StepClock
 
 __all__ = [
     "BalancedBatchSampler", "Decider", "LoadBalancer", "SlowedRank", "StepClock", "constant_slowdown",

@@ -15,7 +15,7 @@ same objects the simulator and the runtime call. One step, on every rank::
 ``lag=0`` (LB-BSP's own timing, the mode lbsim's synchronous loop runs in): the call at the start
 of step k+1 all-gathers step k's observations and waits, rank 0 decides, a broadcast gives every
 rank the decision, and step k+1 already runs it — two blocking collectives per step instead of one
-in flight. Both modes decide with :class:`runtime.ddp.decision.Decider`, the code ``lbsim train``
+in flight. Both modes decide with :class:`lbsim.runtime.ddp.decision.Decider`, the code ``lbsim train``
 decides with.
 
 Library defaults (differing from the scheme's, which keep the paper's rule): predictor ``ema``,
@@ -26,10 +26,10 @@ than it balances, and a collective and a decision per step cost ~1-2 % of a 35 m
 (docs/library.md). ``predictor="narx", split_dead_band=0.0, decide_every=1`` give the scheme's rule
 at every step.
 
-``compute_s`` is the rank's own work (:mod:`runtime.ddp.timing`), never the wait for the others,
+``compute_s`` is the rank's own work (:mod:`lbsim.runtime.ddp.timing`), never the wait for the others,
 plus the rank's time in the balancer before the step (rank 0's decision included): the scheme then
 balances the decision's cost like any other work.
-``cpu_available`` is measured from ``/proc/stat`` and ``psutil`` (:class:`runtime.resources.ResourceReader`)
+``cpu_available`` is measured from ``/proc/stat`` and ``psutil`` (:class:`lbsim.runtime.resources.ResourceReader`)
 or, under an emulated slowdown, the schedule's ``1/f``; ``mem_available`` is ``psutil``'s. They are
 read only when the variant has CPU-like workers (``cpu``, or ``auto`` on CPU ranks) and the
 predictor is ``narx`` (``ema`` and ``last`` ignore them).
@@ -50,15 +50,15 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from lbsim.runtime.ddp.decision import Decider, round_observation
+from lbsim.runtime.ddp.hook import weighted_sum_hook
+from lbsim.runtime.ddp.inject import SlowedRank
+from lbsim.runtime.ddp.timing import StepClock
+from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.lbbsp import LBBSPConfig
 from lbsim.schemes.registry import build_scheme
 from lbsim.sizing.split import proportional_split
-from runtime.ddp.decision import Decider, round_observation
-from runtime.ddp.hook import weighted_sum_hook
-from runtime.ddp.inject import SlowedRank
-from runtime.ddp.timing import StepClock
-from runtime.resources import ResourceReader
 
 VARIANTS = ("auto", "cpu", "gpu", "gpu_model")
 PREDICTORS = ("narx", "ema", "last")
@@ -77,7 +77,7 @@ class LoadBalancer:
     uncapped). ``samples_per_s``: this rank's nominal speed (the first step's split and the fits'
     prior; None: all equal). ``options``: any other :class:`~lbsim.schemes.lbbsp.LBBSPConfig`
     field (``min_batch``, ``ema_alpha``, ``narx_*``, ``window``, ...). ``slowed``: an emulated
-    slowdown for this rank (benchmarks and tests; :mod:`runtime.ddp.inject`). ``decide_every``:
+    slowdown for this rank (benchmarks and tests; :mod:`lbsim.runtime.ddp.inject`). ``decide_every``:
     steps per observation window (1: every step, as LB-BSP; m > 1: one collective and one decision
     every m steps, from the window's mean compute time — the overhead divided by m; the first
     decision is still taken from the first step, as with m = 1). ``lag``: 2
@@ -304,8 +304,8 @@ class LoadBalancer:
         ddp_model.register_comm_hook(self, weighted_sum_hook)
 
     def sampler(self, dataset_size: int, *, seed: int = 0, shuffle: bool = True, drop_last: bool = False) -> Any:
-        """A batch sampler for ``DataLoader(dataset, batch_sampler=...)`` (see :class:`runtime.ddp.sampler.BalancedBatchSampler`)."""
-        from runtime.ddp.sampler import BalancedBatchSampler
+        """A batch sampler for ``DataLoader(dataset, batch_sampler=...)`` (see :class:`lbsim.runtime.ddp.sampler.BalancedBatchSampler`)."""
+        from lbsim.runtime.ddp.sampler import BalancedBatchSampler
 
         return BalancedBatchSampler(self, dataset_size, seed=seed, shuffle=shuffle, drop_last=drop_last)
 

@@ -1,4 +1,4 @@
-"""The batch-decision core shared by :class:`runtime.ddp.LoadBalancer` and lbsim's own synchronous loop.
+"""The batch-decision core shared by :class:`lbsim.runtime.ddp.LoadBalancer` and lbsim's own synchronous loop.
 
 Torch-free: the transport (which collective carries the observations and the decision) is the
 caller's. One decision, from one observation row per rank of the step just finished::
@@ -14,7 +14,7 @@ Who decides and how the decision reaches the ranks:
 
 * ``LoadBalancer`` (lag 2, the default): observations travel in one asynchronous ``all_gather``
   per step; rank 0's ``Decider`` decides from it and its decision rides in the next one.
-* ``LoadBalancer(lag=0)`` and ``lbsim train`` / ``lbsim validate`` (:mod:`runtime.loop`): lag 0 —
+* ``LoadBalancer(lag=0)`` and ``lbsim train`` / ``lbsim validate`` (:mod:`lbsim.runtime.loop`): lag 0 —
   the step's observations are all-gathered when it ends, rank 0's ``Decider`` decides at once, and
   every rank receives the decision before the next step starts (the balancer: a broadcast; the
   loop: the tail of its gradient all-reduce). LB-BSP's own timing, as the simulator models it.

@@ -12,7 +12,7 @@ The hook multiplies each bucket by ``b_r / B`` and all-reduces with SUM. It is r
 bucket's all-reduce as soon as the bucket is ready, overlapping communication with the rest of
 backward. (DDP does not divide by the world size when a hook is registered; the hook owns the
 scaling.) Before scaling, the hook marks the rank's compute clock and applies an emulated
-slowdown if one is set (:mod:`runtime.ddp.inject`): both happen where the rank's own work for the
+slowdown if one is set (:mod:`lbsim.runtime.ddp.inject`): both happen where the rank's own work for the
 bucket ends.
 """
 

@@ -1,7 +1,7 @@
-"""Emulated contention for a DDP rank: the runtime's :class:`runtime.inject.Emulated`, applied per bucket.
+"""Emulated contention for a DDP rank: the runtime's :class:`lbsim.runtime.inject.Emulated`, applied per bucket.
 
 The runtime's emulated mode stretches a compute step of ``d`` real seconds started at ``t`` to end
-at ``compute_end(t, d)`` under the scenario's slowdown schedule (:mod:`runtime.inject`). In a DDP
+at ``compute_end(t, d)`` under the scenario's slowdown schedule (:mod:`lbsim.runtime.inject`). In a DDP
 step the rank's work ends bucket by bucket, and the all-reduce of a ready bucket overlaps the rest
 of backward, so the stretch is applied at every bucket: when a bucket becomes ready after ``d_k``
 real seconds of work since the step started, the rank sleeps until ``compute_end(t, d_k)``. The
@@ -18,7 +18,7 @@ from typing import Any
 
 from lbsim.contention.model import WorkerContention
 from lbsim.contention.sources import window
-from runtime.inject import Emulated
+from lbsim.runtime.inject import Emulated
 
 
 def constant_slowdown(factor: float) -> WorkerContention:

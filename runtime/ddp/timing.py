@@ -4,7 +4,7 @@ A step's *compute time* is what LB-BSP balances: from the moment the rank is han
 (loading, forward, backward) until its **last gradient bucket is ready** — not until ``backward()``
 returns. Under DDP the end of ``backward()`` includes waiting for the other ranks' all-reduce, so a
 fast rank would measure the straggler's time and the imbalance would be invisible. The DDP
-communication hook (:mod:`runtime.ddp.hook`) calls :meth:`StepClock.mark` as each bucket becomes
+communication hook (:mod:`lbsim.runtime.ddp.hook`) calls :meth:`StepClock.mark` as each bucket becomes
 ready; the last mark is the end of the rank's own work.
 
 * CPU: ``time.perf_counter()`` at the start and at each mark (work on the calling thread is done).
