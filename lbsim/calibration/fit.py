@@ -55,7 +55,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -66,9 +65,6 @@ from lbsim.errors import InputError
 from lbsim.network.collectives import ALGORITHMS
 from lbsim.network.overlap import OverlapParams
 from lbsim.scenario import catalog
-
-if TYPE_CHECKING:
-    from lbsim.calibration.select import NoiseChoice
 
 # (log10 Gbit/s intra, log10 s intra, log10 Gbit/s NIC, log10 s NIC): starting points of the fit
 STARTS = ((1.0, -4.0, 0.5, -3.0), (2.0, -5.0, 1.0, -4.0), (0.5, -2.0, 0.0, -2.0))
@@ -114,6 +110,27 @@ def intra_bounds_for(instance: str) -> IntraBounds:
     inst = catalog.INSTANCES[instance]
     rated = inst.intra_rated_gbps or inst.intra_bandwidth_gbps
     return IntraBounds(max_gbps=rated) if rated else IntraBounds()
+
+
+@dataclass(frozen=True)
+class NoiseChoice:
+    """The leave-one-placement-out comparison of the fit without (M0) and with (M1) compute noise."""
+
+    cv_without: float  # CV(M0): mean over folds of the mean square log error of the left-out rows (NaN: not run)
+    cv_with: float  # CV(M1)
+    se_with: float  # SE(M1): the fold errors' standard deviation / sqrt(folds)
+    folds: int  # multi-GPU fit placements left out in turn (0: not run)
+    fitted_cv: float  # c of M1 fitted on every fit placement
+    kept: bool  # M1 chosen
+
+    def text(self) -> str:
+        if self.folds == 0:
+            return (f"compute noise not kept: c fitted {self.fitted_cv:.4g}, but there are fewer than two multi-GPU "
+                    "fit placements to cross-validate it on")
+        verdict = "kept" if self.kept else "not kept"
+        return (f"compute noise {verdict}: leave-one-placement-out mean square log error over {self.folds} fit "
+                f"placements {self.cv_without:.3g} without, {self.cv_with:.3g} ± {self.se_with:.2g} with "
+                f"(c fitted {self.fitted_cv:.4g}; kept iff with + SE < without)")
 
 
 @dataclass(frozen=True)

@@ -32,38 +32,17 @@ no threshold of ours enters, so nothing here is tuned to a data set. Rows of pla
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Literal
 
 import numpy as np
 
-from lbsim.calibration.fit import Calibration, IntraBounds, calibrate_rows, predict_rows
+from lbsim.calibration.fit import Calibration, IntraBounds, NoiseChoice, calibrate_rows, predict_rows
 from lbsim.calibration.measured import Row
 
 AUTO: Literal["auto"] = "auto"
 # how the compute noise is set: AUTO (this module's rule), None (always fitted) or a fixed CV
 JitterChoice = float | Literal["auto"] | None
-
-
-@dataclass(frozen=True)
-class NoiseChoice:
-    """The leave-one-placement-out comparison of the fit without (M0) and with (M1) compute noise."""
-
-    cv_without: float  # CV(M0): mean over folds of the mean square log error of the left-out rows (NaN: not run)
-    cv_with: float  # CV(M1)
-    se_with: float  # SE(M1): the fold errors' standard deviation / sqrt(folds)
-    folds: int  # multi-GPU fit placements left out in turn (0: not run)
-    fitted_cv: float  # c of M1 fitted on every fit placement
-    kept: bool  # M1 chosen
-
-    def text(self) -> str:
-        if self.folds == 0:
-            return (f"compute noise not kept: c fitted {self.fitted_cv:.4g}, but there are fewer than two multi-GPU "
-                    "fit placements to cross-validate it on")
-        verdict = "kept" if self.kept else "not kept"
-        return (f"compute noise {verdict}: leave-one-placement-out mean square log error over {self.folds} fit "
-                f"placements {self.cv_without:.3g} without, {self.cv_with:.3g} ± {self.se_with:.2g} with "
-                f"(c fitted {self.fitted_cv:.4g}; kept iff with + SE < without)")
 
 
 def cross_validated_error(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int,
