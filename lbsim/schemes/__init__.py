@@ -5,14 +5,14 @@ A new scheme is one module: a config dataclass, a class with a ``driver`` (``syn
 package is imported here (in name order), so the module alone registers it; a scheme kept outside
 the package is named in the ``LBSIM_SCHEME_MODULES`` environment variable (comma-separated
 importable modules), which every engine process, runtime ranks included, reads when it loads the
-schemes. Both engines then run it through its driver's loop: neither lists scheme names.
+schemes. Both engines then run it through its driver's loop: neither lists scheme names. The
+registry is :mod:`lbsim.schemes.registry` (this package re-exports nothing: the registry imports it
+to load every scheme, so a re-export would make the two import each other).
 """
 
 import importlib
 import os
 import pkgutil
-
-from lbsim.schemes.registry import build_scheme, scheme_configs, scheme_names  # noqa: F401
 
 for _module in sorted(m.name for m in pkgutil.iter_modules(__path__)):
     importlib.import_module(f"{__name__}.{_module}")  # registration side effect
