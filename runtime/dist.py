@@ -9,7 +9,8 @@ that stopped making progress) and names that one (:mod:`lbsim.runtime.launch`).
 Ranks find each other through a rendezvous with an explicit rank and world size: the launcher's
 ranks through a file in the launch's own private folder (``file://``; no port is picked and
 released, which another process could take in between), ``torchrun``'s through
-``env://`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``). ``timeout_s`` bounds every collective, so a crashed or hung peer ends the run.
+``env://`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``).
+``timeout_s`` bounds every collective, so a crashed or hung peer ends the run.
 
 The failure hook is for tests and demonstrations only: ``LBSIM_RUNTIME_FAIL=RANK:ROUND[:MODE]``
 makes rank RANK fail when it starts round ROUND of a training loop, with MODE ``raise`` (a Python

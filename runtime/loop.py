@@ -61,18 +61,11 @@ class LoopSpec:
     training: TrainingConfig
     options: RuntimeOptions
     scheme_factory: Callable[[], Any]  # called on rank 0 only
-    max_rounds: int | None
-    time_budget_s: float | None
+    run_end: RunEnd  # when the run ends (update/sample targets, time budget), the simulator's rule
     inject: bool  # apply the scenario's contention (False while profiling)
     out: Path | None  # rank 0 streams partial records here
     scenario_path: str = ""
     overrides: tuple[str, ...] = ()
-    max_samples: int | None = None  # workload.samples: stop once updates have applied this many
-
-    @property
-    def run_end(self) -> RunEnd:
-        """The run's end rule, shared with the simulator (:mod:`lbsim.metrics.run_end`)."""
-        return RunEnd(self.max_rounds, self.max_samples, self.time_budget_s)
 
     def is_last(self, k: int, t: float | None, samples: int = 0) -> bool:
         """Update k (``samples`` applied so far, its own included), applied at time t, is the run's last.
@@ -115,7 +108,7 @@ def injection_for(spec: LoopSpec, worker: int, cores: list[int] | None, cont: An
         cont = build_contention(spec.scenario, spec.workers)[worker]
     return Injection(cont, mode=spec.options.contention if spec.inject else None, scenario=spec.scenario_path,
                      overrides=list(spec.overrides), worker=worker, cores=cores,
-                     horizon_s=spec.time_budget_s or 24 * 3600.0)
+                     horizon_s=spec.run_end.budget_s or 24 * 3600.0)
 
 
 def not_injected(conts: list[Any], mode: str, data: bool = False) -> list[str]:
@@ -171,7 +164,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     multiplier = inj.multiplier(0)
     k = 0
     applied = 0  # samples in the updates so far (rank 0)
-    budget_s, missed = spec.time_budget_s, False
+    budget_s, missed = spec.run_end.budget_s, False
     try:
         while True:
             hook.check(k)

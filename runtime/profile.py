@@ -45,6 +45,7 @@ import numpy as np
 import torch
 import yaml
 
+from lbsim.metrics.run_end import RunEnd
 from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
 from lbsim.runtime.loop import LoopSpec, run_loop
 
@@ -152,7 +153,7 @@ def run_profile(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, ba
     sizes = profile_sizes(base.scenario.workload.global_batch, [w.max_batch for w in base.workers])
     spec = LoopSpec(
         scenario=base.scenario, workers=base.workers, training=base.training, options=base.options,
-        scheme_factory=lambda: CyclingBatches(sizes, n, _scheme_or_none(base)), max_rounds=(ROUNDS + WARMUP) * len(sizes), time_budget_s=None,
+        scheme_factory=lambda: CyclingBatches(sizes, n, _scheme_or_none(base)), run_end=RunEnd(update_target=(ROUNDS + WARMUP) * len(sizes)),
         inject=False, out=None,
     )
     res = run_loop(info, comm, hb, hook, spec, model, data, cores)

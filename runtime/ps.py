@@ -140,7 +140,7 @@ def _serve(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: L
             now = time.monotonic() - t0
             if not final and not spec.run_end.update_made(now):  # the budget passed: the run ended at it
                 # (an update taken just before B whose apply ended after it moves the end to that apply)
-                final, end_s, budget_end = True, max(float(spec.time_budget_s or now), t_apply), True
+                final, end_s, budget_end = True, max(float(spec.run_end.budget_s or now), t_apply), True
                 for v in gate.release_all():  # held at the budget: their iterations end there (cut)
                     log.served(v, end_s - received[v])
                     log.complete(v, end_s, cut=True)

@@ -79,6 +79,8 @@ class RoundLog:
 
     def forget_last_round(self) -> None:
         """Forget the last round added: its update was not made (the time budget), so it is not recorded."""
+        if self._pending is not None:
+            self._stamps.pop(int(self._pending[0, F["round"]]), None)
         self._pending = None
 
     def cut_at(self, end_s: float) -> None:

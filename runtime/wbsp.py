@@ -437,7 +437,7 @@ class Server:
         """Add the upload's delta (share 1/n), join its steps, ask the scheme whether the round closes."""
         n = self.log.round_book.workers
         if not self.spec.run_end.update_made(self.now()):  # the budget passed: no round closes at or after it
-            self.final, self.end_s = True, max(float(self.spec.time_budget_s or 0.0), self.end_s)
+            self.final, self.end_s = True, max(float(self.spec.run_end.budget_s or 0.0), self.end_s)
             return
         steps = int(h["steps"])
         self.w.add_(delta, alpha=1.0 / n)

@@ -116,6 +116,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
 
 def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
+    from lbsim.metrics.run_end import RunEnd
     from lbsim.runtime.loop import LoopSpec
     from lbsim.scenario.resolve import resolve_run
 
@@ -123,8 +124,7 @@ def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any,
     return LoopSpec(
         scenario=scenario, workers=workers, training=training, options=job.options,
         scheme_factory=run.scheme,  # a fresh scheme per run, from the scenario resolved once
-        max_rounds=scenario.workload.updates, time_budget_s=scenario.workload.time_budget_s, inject=True,
-        max_samples=scenario.workload.samples,
+        run_end=RunEnd.of(scenario.workload), inject=True,
         out=Path(task.out) if task.kind == "train" else None, scenario_path=job.scenario, overrides=tuple(overrides),
     )
 
