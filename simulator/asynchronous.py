@@ -62,8 +62,8 @@ class AsyncDriver:
         grad_bytes, link = env.gradient_bytes, bytes_per_s(spec.bandwidth_gbps)
         shared = ps.shared[w]  # on a node with other workers: transfers queue for its NIC
         t0, speed, curve = spec.t0_s, spec.samples_per_s, spec.compute_curve
-        timeout, record, updates, target = env.timeout, env.iterations.add, env.updates, env.update_target
-        sample_target = env.sample_target
+        timeout, record, updates, target = env.timeout, env.iterations.add, env.updates, env.run_end.update_target
+        sample_target = env.run_end.sample_target
         open_rows = env.open_rows
         batch_of, admit, tick = scheme.batch, self.gate.admit, self._tick  # bound once
         compute_end_of, factor_of, network_factor = cont.compute_end, cont.iteration_factor, cont.network_factor

@@ -48,12 +48,9 @@ class SimEnv(simpy.Environment):
         self.iterations = IterationLog()  # compact columns (lbsim.metrics.records); .table() at the end
         self.updates = RecordLog(UpdateTable)  # compact columns; .table() at the end
         self.run_end = RunEnd.of(scenario.workload)  # targets and budget: the one rule (lbsim.metrics.run_end)
-        self.update_target = self.run_end.update_target
-        self.sample_target = self.run_end.sample_target
         self.samples_applied = 0  # samples in the updates made so far
         # iterations whose gradient is in an update but which have not ended: key -> its cut row at time T
         self.open_rows: dict[Any, Callable[[float], tuple[Any, ...]]] = {}
-        self.budget_s = self.run_end.budget_s
         self.finished = self.event()
         self.stopped = False
         self._progress = progress
@@ -111,9 +108,9 @@ class SimEnv(simpy.Environment):
     def start_budget(self) -> None:
         """The budget as a timeout at B scheduled before any run event: it precedes every update due at B,
         so an update is made only before B (:meth:`RunEnd.update_made`)."""
-        if self.budget_s is not None:
+        if self.run_end.budget_s is not None:
             self.process(self._budget())
 
     def _budget(self):  # type: ignore[no-untyped-def]
-        yield self.timeout(self.budget_s)
+        yield self.timeout(self.run_end.budget_s)
         self.finish()
