@@ -155,15 +155,15 @@ def _check_open_ended(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> No
     """
     w = scenario.workload
     share = max(w.global_batch / len(workers), 1.0)
-    estimates: list[tuple[str, float]] = []
+    estimates: list[tuple[float, str, float]] = []  # (worker-iterations planned, key, its value)
     if w.time_budget_s is not None:
         rate_per_s = sum(1.0 / max(worker.compute_s(round(share)), 1e-12) for worker in workers)
-        estimates.append(("workload.time_budget_s", w.time_budget_s * rate_per_s))
+        estimates.append((w.time_budget_s * rate_per_s, "workload.time_budget_s", w.time_budget_s))
     if w.samples is not None:
-        estimates.append(("workload.samples", w.samples / share))
-    key, planned = min(estimates, key=lambda e: e[1])
+        estimates.append((w.samples / share, "workload.samples", w.samples))
+    planned, key, value = min(estimates)
     if planned > MAX_WORKER_ITERATIONS:
-        raise InputError(key, f"{short_repr(getattr(w, key.split('.')[1]))} plans about {planned:.3g} worker-iterations "
+        raise InputError(key, f"{short_repr(value)} plans about {planned:.3g} worker-iterations "
                          f"(every worker at its nominal speed, the global batch split evenly), more than the bound of "
                          f"{MAX_WORKER_ITERATIONS} (each is recorded in memory); set workload.updates, or a smaller value")
 
