@@ -64,3 +64,17 @@ def test_robustness_rows_keep_the_subsets_fit_placements_out() -> None:
     line = robustness_table([r])[2]
     assert line.startswith("| 2,111 | bert | 10.0 |") and "| 1 of 2 | nccl |" in line
     assert "### Robustness" in render([_result()], [r]) and "### Robustness" not in render([_result()])
+
+
+def test_repeatability_table_sets_the_floor_beside_lbsim() -> None:
+    from lbsim.calibration.report import repeatability_table
+
+    none = repeatability_table([_result()])[2]
+    assert none.startswith("| cifar10 | 0 | — |")  # no twin placements: no floor
+    rows = [Row(p, b, t) for p, ts in (((1, 2, 4), (1.0, 2.0, 3.0)), ((1, 4, 2), (1.1, 2.2, 3.3)))
+            for b, t in zip((8, 16, 32), ts, strict=True)]
+    r = ModelResult("bert", rows, ["held_out"] * 6, np.full(6, 0.2), np.zeros(6), np.zeros(6), "")
+    cells = [c.strip() for c in repeatability_table([r])[2].split("|")[1:-1]]
+    # one pair, a constant 10 % gap: no row noise, the whole gap is the runs' offsets
+    assert cells[:4] == ["bert", "1", "0.0", f"{100 * math.log(1.1) / math.sqrt(2):.1f}"]
+    assert cells[-2:] == ["20.0", "2"]

@@ -12,6 +12,7 @@ from typing import Any
 
 from lbsim.calibration.fit import CV_MAX, geomean_abs
 from lbsim.calibration.measured import parse_fit_placements, placement_label, read_measurements
+from lbsim.calibration.repeatability import held_out_floor_text
 from lbsim.calibration.run import Prediction, calibrate_to
 from lbsim.calibration.select import AUTO, JitterChoice
 from lbsim.errors import InputError
@@ -78,17 +79,18 @@ def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:
     def simulate_mean_s(data: dict[str, Any]) -> float:
         return float(simulate(scenario_from_data(data)).summary["mean_iteration_s"])
 
+    floor = held_out_floor_text(rows, fit)
     with LazyProgress("calibrate") as bar:
         cal, preds = calibrate_to(rows, fit, args.gradient_bytes, out, simulate_mean_s, instance=args.instance,
-                                  source=Path(args.measured).name, progress=bar.update,
+                                  source=Path(args.measured).name, progress=bar.update, floor_text=floor,
                                   jitter_cv=jitter_cv,
                                   **({} if args.chunk_share is None else {"chunk_share": args.chunk_share}))
     if not args.quiet:
-        print_summary(cal, preds, out)
+        print_summary(cal, preds, out, floor)
     return 0
 
 
-def print_summary(cal: Any, preds: Sequence[Prediction], out: Path) -> None:
+def print_summary(cal: Any, preds: Sequence[Prediction], out: Path, floor_text: str | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -112,4 +114,6 @@ def print_summary(cal: Any, preds: Sequence[Prediction], out: Path) -> None:
                   f"compute noise {f.jitter_cv:.3g}")
     if cal.noise is not None:
         console.print(cal.noise.text())
+    if floor_text is not None:
+        console.print(floor_text)
     console.print(f"wrote {out / 'fit.yaml'} and {out / 'predictions.csv'}")

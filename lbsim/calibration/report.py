@@ -33,6 +33,7 @@ from lbsim.calibration.compute import fit_compute_curve
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
 from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements
 from lbsim.calibration.model import LinkFigures
+from lbsim.calibration.repeatability import estimate_noise, perfect_model_floor, rows_per_placement
 from lbsim.calibration.run import check_instance
 from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto
 from lbsim.network.overlap import OverlapParams
@@ -180,6 +181,27 @@ def summary_table(results: Sequence[ModelResult]) -> list[str]:
     return lines
 
 
+def repeatability_table(results: Sequence[ModelResult]) -> list[str]:
+    """The data's own floor beside lbsim's held-out figures (:mod:`lbsim.calibration.repeatability`)."""
+    lines = ["| model | twin pairs | row noise sd % | run offset sd % | perfect model: held-out geomean % "
+             "| perfect model: placements > 15 % (mean; 90 % range; P(none)) | lbsim held-out geomean % "
+             "| lbsim placements > 15 % |", "|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        noise = estimate_noise(r.rows)
+        held = np.array(r.role) == "held_out"
+        labels = np.array([row.label for row in r.rows])
+        per = [geomean_abs(r.lbsim[held & (labels == p)]) for p in sorted(set(labels[held]))]
+        if noise is None:
+            lines.append(f"| {r.model} | 0 | — | — | — | — | {_pct(geomean_abs(r.lbsim[held]))} "
+                         f"| {sum(v > 0.15 for v in per)} |")
+            continue
+        floor = perfect_model_floor(noise, rows_per_placement(r.rows, {str(p): True for p in labels[held]}))
+        lines.append(f"| {r.model} | {noise.pairs} | {_pct(noise.row_sd)} | {_pct(noise.run_sd)} | {_pct(floor.geomean)} "
+                     f"| {floor.over_bound_mean:.2f}; {floor.over_bound_p5}–{floor.over_bound_p95}; "
+                     f"{floor.p_none_over:.2f} | {_pct(geomean_abs(r.lbsim[held]))} | {sum(v > 0.15 for v in per)} |")
+    return lines
+
+
 def placement_table(r: ModelResult) -> list[str]:
     role = np.array(r.role)
     labels = np.array([row.label for row in r.rows])
@@ -199,6 +221,11 @@ def placement_table(r: ModelResult) -> list[str]:
 def render(results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) -> str:
     out = [MARK, "", "### Summary (held out = every multi-GPU placement not among the fit placements)", ""]
     out += summary_table(results)
+    out += ["", "### Repeatability of the measurements: what a perfect model would show", "",
+            "Twin placements (the same cycle of nodes, e.g. `124` and `142`) are one topology measured in two runs; "
+            "their differences give the row noise and the run-to-run offset (log sd), and from them the error a "
+            "perfect model would have on the held-out placements (`lbsim.calibration.repeatability`).", ""]
+    out += repeatability_table(results)
     if robust:
         out += ["", "### Robustness: the same fit on other fit placements", "",
                 "Held out = every multi-GPU placement outside that subset; errors of the fitted model's formulas "

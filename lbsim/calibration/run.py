@@ -79,7 +79,7 @@ def predict(cal: Calibration, rows: Sequence[Row], instance: str, simulate_mean_
     return out
 
 
-def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str) -> str:
+def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str, floor_text: str | None = None) -> str:
     f = cal.figures
     lines = [
         f"# lbsim calibrate {source}: figures fitted on placements "
@@ -98,6 +98,8 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str) 
                          "predictions: mean of many seeded iterations).")
     if cal.noise is not None:
         lines.insert(-1, f"# {cal.noise.text()}.")
+    if floor_text is not None:
+        lines.insert(-1, f"# {floor_text} (lbsim.calibration.repeatability).")
     if not any(len(p) > 1 for p in cal.fit_placements):
         lines.append("# WARNING: no fit placement spans two nodes: the NIC figures are not informed by the data.")
     if not any(max(p) > 1 for p in cal.fit_placements):
@@ -130,8 +132,12 @@ def write_predictions(path: Path, preds: Sequence[Prediction]) -> None:
 def calibrate_to(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int, out: Path,
                  simulate_mean_s: SimulateFn, *, instance: str | None = None, source: str = "",
                  chunk_share: float = DEFAULT_CHUNK_SHARE, jitter_cv: JitterChoice = AUTO,
-                 progress: Callable[[float], None] | None = None) -> tuple[Calibration, list[Prediction]]:
+                 progress: Callable[[float], None] | None = None,
+                 floor_text: str | None = None) -> tuple[Calibration, list[Prediction]]:
     """Fit, write ``out/fit.yaml``, simulate every row, write ``out/predictions.csv``.
+
+    ``floor_text``: the input's repeatability line (:func:`~lbsim.calibration.repeatability.held_out_floor_text`),
+    written to ``fit.yaml`` as a comment.
 
     ``jitter_cv``: the compute noise — ``"auto"`` (kept where cross-validation on the fit placements
     supports it: :mod:`lbsim.calibration.select`), None (always fitted) or a fixed value.
@@ -150,6 +156,6 @@ def calibrate_to(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]],
     preds = predict(cal, rows, inst, simulate_mean_s, part(0.3, 1.0))
     out.mkdir(parents=True, exist_ok=True)
     max_batch = max(r.local_bsz for r in rows)
-    atomic_write_text(out / "fit.yaml", fit_yaml_text(cal, inst, max_batch, source))
+    atomic_write_text(out / "fit.yaml", fit_yaml_text(cal, inst, max_batch, source, floor_text))
     write_predictions(out / "predictions.csv", preds)
     return cal, preds
