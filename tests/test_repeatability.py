@@ -74,6 +74,14 @@ def test_noise_is_recovered_from_twins() -> None:
     assert quiet is not None and quiet.run_sd < 0.01
 
 
+def test_a_row_listed_twice_counts_as_its_mean() -> None:
+    a = [Row((1, 2, 4), 8, 1.0), Row((1, 2, 4), 16, 2.0), Row((1, 4, 2), 8, 1.0), Row((1, 4, 2), 16, 2.0)]
+    twice = a + [Row((1, 4, 2), 16, 2.0 * math.e ** 0.2), Row((1, 4, 2), 16, 2.0 * math.e ** -0.2)]
+    for noise in (estimate_noise(a), estimate_noise(twice)):
+        assert noise is not None and noise.pairs == 1
+        assert noise.row_sd < 1e-9 and noise.run_sd < 1e-9
+
+
 def test_no_twins_no_figures() -> None:
     rows = [Row((1, 2), 8, 1.0), Row((2, 2), 8, 1.0), Row((1, 2, 4), 8, 1.0), Row((1, 4, 2), 16, 1.0)]
     assert estimate_noise(rows) is None  # the one pair shares no batch

@@ -27,7 +27,8 @@ a seeded generator, so the figures are reproducible. A model whose held-out erro
 floor is as good as these measurements can show; the excess over the floor is the model's.
 
 A placement that is its own mirror image (``144``: its reverse ``441`` is a rotation of it) has no
-twin. No twin pair with two or more common batches: no figures.
+twin. A placement and batch listed twice count as the mean of their log times. No twin pair with two or
+more common batches: no figures.
 """
 
 from __future__ import annotations
@@ -69,9 +70,10 @@ class Noise:
 
 def estimate_noise(rows: Sequence[Row]) -> Noise | None:
     """``σ_row`` and ``σ_run`` from the twin pairs' common batches; None without a pair of 2+ common batches."""
-    log_t: dict[tuple[int, ...], dict[int, float]] = {}
-    for r in rows:
-        log_t.setdefault(r.placement, {})[r.local_bsz] = float(np.log(r.step_time_s))
+    logs: dict[tuple[int, ...], dict[int, list[float]]] = {}
+    for r in rows:  # a placement and batch listed twice: the mean of its log times
+        logs.setdefault(r.placement, {}).setdefault(r.local_bsz, []).append(float(np.log(r.step_time_s)))
+    log_t = {p: {b: float(np.mean(v)) for b, v in by_b.items()} for p, by_b in logs.items()}
     within, means_sq, inv_n = [], [], []
     for p, q in twin_pairs(list(log_t)):
         common = sorted(set(log_t[p]) & set(log_t[q]))
