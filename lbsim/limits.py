@@ -22,6 +22,9 @@ refused input is refused in well under a second and a few MB:
 * a scheme's history or window lengths: at most ``MAX_HISTORY`` (per-field ``le=`` bounds);
 * a sweep: at most ``MAX_SWEEP_RUNS`` runs (points x repetitions), counted before expansion;
 * a trace file: at most ``MAX_TRACE_ROWS`` data rows;
+* a measurement file of ``lbsim calibrate``: at most ``MAX_MEASURED_BYTES`` (checked before reading) and
+  ``MAX_MEASURED_ROWS`` rows (each distinct row is one simulation, ~3 ms: the bound is a few minutes;
+  the Pollux files hold at most 1,183), a placement at most ``MAX_WORKERS`` GPUs;
 * ``lbsim sweep -j``: at most ``MAX_JOBS`` local worker processes.
 
 :func:`short_repr` is the repr used in error messages: it stops after ``limit`` characters however
@@ -42,6 +45,8 @@ MAX_WORKER_ITERATIONS = 2**25
 MAX_HISTORY = 10_000
 MAX_SWEEP_RUNS = 10_000
 MAX_TRACE_ROWS = 500_000
+MAX_MEASURED_BYTES = 64 * 2**20
+MAX_MEASURED_ROWS = 100_000
 MAX_JOBS = 256
 
 

@@ -21,6 +21,7 @@ from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, INTRA_LATENCY_MAX_S, cali
 from lbsim.calibration.measured import Row, read_measurements
 from lbsim.calibration.model import LinkFigures, comm_s, step_s
 from lbsim.cli import main
+from lbsim.errors import InputError
 from lbsim.network.overlap import OverlapParams
 
 POLLUX = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "pollux_osdi21_t4_step_time"
@@ -276,3 +277,59 @@ def test_eight_gpu_nodes_need_no_assumption(tmp_path: Path) -> None:
 
     instance = yaml.safe_load((out / "fit.yaml").read_text())["cluster"]["groups"][0]["instance"]
     assert catalog.INSTANCES[instance].gpus_per_node >= 8  # a label with room for the nodes; every figure overridden
+
+
+@pytest.mark.parametrize(("measurements", "key"), [
+    ({"sizes": [], "compute_s": {}, "comm_s": []}, "measurements.sizes"),
+    ({"sizes": [8], "compute_s": {"8": []}, "comm_s": []}, "measurements.compute_s.8"),
+    ({"sizes": [8], "compute_s": {"8": [[0.1], []]}, "comm_s": []}, "measurements.compute_s.8"),
+    ({"sizes": [8, 16], "compute_s": {"8": [[-0.1], [0.1]], "16": [[0.2], [0.2]]}, "comm_s": []}, "measurements.compute_s.8"),
+    ({"sizes": [8, 16], "compute_s": {"8": [[0.1], [0.1]], "16": [[0.2]]}, "comm_s": []}, "measurements.compute_s.16"),
+    ({"sizes": [8], "compute_s": {"8": [[0.1], [0.1]]}, "comm_s": [float("nan")]}, "measurements.comm_s"),
+    ({"sizes": [0], "compute_s": {"0": [[0.1]]}, "comm_s": []}, "measurements.sizes"),
+])
+def test_bad_profile_json_is_an_input_error_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                           measurements: dict[str, object], key: str) -> None:
+    import json
+
+    path = tmp_path / "profile.json"
+    path.write_text(json.dumps({"measurements": measurements}))
+    assert main(["calibrate", str(path), "--fit-placements", "2", "--gradient-bytes", "1000",
+                 "--out", str(tmp_path / "o"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lbsim: error: ") and key in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
+
+
+def test_measurement_file_sizes_are_bounded_before_the_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lbsim.calibration.measured as measured
+
+    src = _write(tmp_path / "m.csv", synthetic())
+    monkeypatch.setattr(measured, "MAX_MEASURED_ROWS", 5)
+    with pytest.raises(InputError, match="more than 5 rows"):
+        read_measurements(src)
+    monkeypatch.setattr(measured, "MAX_MEASURED_BYTES", 100)
+    with pytest.raises(InputError, match="larger than"):
+        read_measurements(src)
+    wide = tmp_path / "wide.csv"
+    wide.write_text("placement,local_bsz,step_time\n1,8,0.1\n" + "-".join(["9000"] * 2) + ",8,0.5\n")
+    with pytest.raises(InputError, match="18000 GPUs, more than 16384"):
+        read_measurements(wide)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("1,2,0.1\n1,8,1\n1,16,1.5\n22,1,0.5\n22,8,1.2\n", "placement 22 at local_bsz 1: the single-GPU rows"),
+    ("1,8,0.1\n1,16,1e300\n22,8,0.5\n", "column step_time: 1e+300 s is outside"),
+    ("1,8,0.1\n1,16,1e-300\n22,8,0.5\n", "column step_time: 1e-300 s is outside"),
+    ("1,8,0.1\n1,16,0.2\n22,100000000,0.5\n", "column local_bsz: 100000000 is more than"),
+])
+def test_rows_the_model_cannot_predict_are_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         body: str, message: str) -> None:
+    """Found by fuzzing: a compute curve extrapolated to 0 and absurd times made the fit's residuals infinite (exit 1)."""
+    src = tmp_path / "m.csv"
+    src.write_text("placement,local_bsz,step_time\n" + body)
+    assert main(["calibrate", str(src), "--fit-placements", "22", "--gradient-bytes", "1000", "--out",
+                 str(tmp_path / "o"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "internal error" not in err
+    assert not (tmp_path / "o").exists()

@@ -205,6 +205,19 @@ def predict_rows(rows: Sequence[Row], curve: ComputeCurve, figures: LinkFigures,
     return _predict([r.placement for r in rows], t, figures, gradient_bytes)
 
 
+def check_curve_covers(curve: ComputeCurve, rows: Sequence[Row]) -> None:
+    """Every row's t(b) must be > 0: a curve extrapolated (linearly, beyond the single-GPU batches) to 0 or
+    below predicts nothing there. InputError naming the first such row and the single-GPU batch range."""
+    batches = np.array([r.local_bsz for r in rows], dtype=np.float64)
+    bad = np.flatnonzero(~(curve(batches) > 0))
+    if bad.size:
+        r = rows[int(bad[0])]
+        lo, hi = curve.points[0][0], curve.points[-1][0]
+        raise InputError("local_bsz", f"placement {r.label} at local_bsz {r.local_bsz}: the single-GPU rows (batches "
+                                      f"{lo:g}-{hi:g}) extrapolate to a compute time <= 0 there; measure placement 1 "
+                                      "at that batch or drop the row")
+
+
 def calibrate_rows(
     rows: Sequence[Row],
     fit_placements: Sequence[tuple[int, ...]],
@@ -236,6 +249,7 @@ def calibrate_rows(
     if not fit_rows:
         raise InputError("--fit-placements", "no multi-GPU placement among the fit placements: the links cannot be fitted")
     curve = fit_compute_curve(single)
+    check_curve_covers(curve, rows)
     s_sync = slowdown_from_sync(fit_rows, curve)
     shares_node = max(max(r.placement) for r in fit_rows) > 1
     slowdown = s_sync if s_sync is not None else (None if shares_node else 0.0)

@@ -25,8 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_MEASURED_BYTES, MAX_MEASURED_ROWS, MAX_WORKERS, short_repr
 
 REQUIRED = ("placement", "local_bsz", "step_time")
+# A measured step lies in [1 µs, 10^6 s] (a kernel launch to eleven days); outside, logs and fits lose meaning.
+STEP_TIME_MIN_S = 1e-6
+STEP_TIME_MAX_S = 1e6
+MAX_LOCAL_BSZ = 2**24
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,20 @@ def _positive(value: str, where: str, *, integer: bool = False) -> float:
     return x
 
 
-def read_csv(path: Path) -> list[Row]:
+def _read_text(path: Path) -> str:
+    """The file's text, refused before reading when over ``MAX_MEASURED_BYTES``."""
     try:
-        text = path.read_text(encoding="utf-8")
+        if path.stat().st_size > MAX_MEASURED_BYTES:
+            raise InputError(str(path), f"larger than {MAX_MEASURED_BYTES // 2**20} MiB, the bound for a measurement file")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(str(path), "measurement file not found") from None
     except (OSError, UnicodeDecodeError) as err:
         raise InputError(str(path), f"cannot read the measurement file: {err}") from None
+
+
+def read_csv(path: Path) -> list[Row]:
+    text = _read_text(path)
     reader = csv.DictReader(text.splitlines())
     header = reader.fieldnames or []
     for col in REQUIRED:
@@ -101,12 +113,22 @@ def read_csv(path: Path) -> list[Row]:
             raise InputError(f"{path}", f"missing column {col!r} (columns: placement, local_bsz, step_time, "
                                         f"optional sync_time; found: {', '.join(header) or 'none'})")
     has_sync = "sync_time" in header
-    rows = []
+    rows: list[Row] = []
     for i, rec in enumerate(reader, start=2):
         where = f"{path}:{i}"
+        if len(rows) >= MAX_MEASURED_ROWS:
+            raise InputError(str(path), f"more than {MAX_MEASURED_ROWS} rows, the bound for a measurement file")
         placement = parse_placement(rec["placement"] or "", f"{where}: column placement")
+        if sum(placement) > MAX_WORKERS:
+            raise InputError(f"{where}: column placement", f"{sum(placement)} GPUs, more than {MAX_WORKERS} (the bound "
+                                                           "on workers)")
         bsz = int(_positive(rec["local_bsz"] or "", f"{where}: column local_bsz", integer=True))
         step = _positive(rec["step_time"] or "", f"{where}: column step_time")
+        if not STEP_TIME_MIN_S <= step <= STEP_TIME_MAX_S:
+            raise InputError(f"{where}: column step_time", f"{step:g} s is outside [{STEP_TIME_MIN_S:g}, "
+                                                          f"{STEP_TIME_MAX_S:g}] s, the range of a training step")
+        if bsz > MAX_LOCAL_BSZ:
+            raise InputError(f"{where}: column local_bsz", f"{bsz} is more than {MAX_LOCAL_BSZ}")
         sync = None
         if has_sync and (rec.get("sync_time") or "").strip():
             try:
@@ -122,28 +144,54 @@ def read_csv(path: Path) -> list[Row]:
     return rows
 
 
+def _profile_numbers(value: object, where: str, *, allow_zero: bool) -> list[float]:
+    """A non-empty list of finite numbers, each > 0 (or >= 0 with ``allow_zero``); InputError at ``where``."""
+    if not isinstance(value, list) or not value:
+        raise InputError(where, f"expected a non-empty list of numbers, got {short_repr(value)}")
+    out = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not np.isfinite(x) or x < 0 or (x == 0 and not allow_zero):
+            raise InputError(where, f"must hold {'non-negative' if allow_zero else 'positive'} finite numbers, "
+                                    f"got {short_repr(x)}")
+        out.append(float(x))
+    return out
+
+
 def read_profile(path: Path, gpus_per_node: int | None) -> list[Row]:
     """Rows from ``lbsim profile``'s ``profile.json`` (module docstring)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_text(path))
         raw = data["measurements"]
-        sizes = [int(b) for b in raw["sizes"]]
-        compute = {b: raw["compute_s"][str(b)] for b in sizes}
-        comm = [float(x) for x in raw["comm_s"]]
-    except FileNotFoundError:
-        raise InputError(str(path), "measurement file not found") from None
-    except (OSError, ValueError, KeyError, TypeError) as err:
+        sizes_raw, compute_raw, comm_raw = raw["sizes"], raw["compute_s"], raw["comm_s"]
+    except (ValueError, KeyError, TypeError) as err:
         raise InputError(str(path), f"not an lbsim profile.json (measurements.sizes/compute_s/comm_s): {err}") from None
-    n = len(compute[sizes[0]])
+    if not isinstance(sizes_raw, list) or not sizes_raw or not isinstance(compute_raw, dict):
+        raise InputError(f"{path}: measurements.sizes", "expected a non-empty list of batch sizes and a compute_s table")
+    if len(sizes_raw) > MAX_MEASURED_ROWS // 2:
+        raise InputError(f"{path}: measurements.sizes", f"more than {MAX_MEASURED_ROWS // 2} batch sizes")
+    sizes = [int(_positive(str(b), f"{path}: measurements.sizes", integer=True)) for b in sizes_raw]
+    ranks = None
+    means = {}
+    for b in sizes:
+        where = f"{path}: measurements.compute_s.{b}"
+        per_rank = compute_raw.get(str(b))
+        if not isinstance(per_rank, list) or not per_rank:
+            raise InputError(where, "expected one list of compute times per rank")
+        if len(per_rank) > MAX_WORKERS or (ranks is not None and len(per_rank) != ranks):
+            raise InputError(where, f"{len(per_rank)} ranks; every batch size needs the same rank count, "
+                                    f"at most {MAX_WORKERS}")
+        ranks = len(per_rank)
+        means[b] = float(np.mean([t for worker in per_rank for t in _profile_numbers(worker, where, allow_zero=False)]))
+    comm = _profile_numbers(comm_raw, f"{path}: measurements.comm_s", allow_zero=True) if comm_raw else []
+    n = ranks or 1
     per_node = gpus_per_node or n
     placement = tuple(min(per_node, n - k) for k in range(0, n, per_node))
     comm_s = float(np.mean(comm)) if comm else 0.0
     rows = []
     for b in sizes:
-        mean_compute = float(np.mean([t for worker in compute[b] for t in worker]))
-        rows.append(Row((1,), b, mean_compute))
+        rows.append(Row((1,), b, means[b]))
         if n > 1:
-            rows.append(Row(placement, b, mean_compute + comm_s))
+            rows.append(Row(placement, b, means[b] + comm_s))
     return rows
 
 
