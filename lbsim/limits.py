@@ -25,7 +25,10 @@ refused input is refused in well under a second and a few MB:
 * a measurement file of ``lbsim calibrate``: at most ``MAX_MEASURED_BYTES`` (checked before reading) and
   ``MAX_MEASURED_ROWS`` rows (each distinct row is one simulation, ~3 ms: the bound is a few minutes;
   the Pollux files hold at most 1,183), a placement at most ``MAX_WORKERS`` GPUs;
-* ``lbsim sweep -j``: at most ``MAX_JOBS`` local worker processes.
+* ``lbsim sweep -j``: at most ``MAX_JOBS`` local worker processes;
+* ``lbsim train | profile | validate``: at most ``MAX_LOCAL_RANKS`` ranks on this machine (one process
+  each, a few hundred MB with torch; across machines torchrun has only ``MAX_WORKERS``), and
+  ``validate --repeats`` at most ``MAX_REPEATS`` (each repeat is a whole runtime run).
 
 :func:`short_repr` is the repr used in error messages: it stops after ``limit`` characters however
 large (or self-similar, as an alias bomb is) the value is.
@@ -48,6 +51,8 @@ MAX_TRACE_ROWS = 500_000
 MAX_MEASURED_BYTES = 64 * 2**20
 MAX_MEASURED_ROWS = 100_000
 MAX_JOBS = 256
+MAX_LOCAL_RANKS = 256
+MAX_REPEATS = 100
 
 
 def exceeds_values(data: Any, bound: int = MAX_YAML_NODES) -> bool:

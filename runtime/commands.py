@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_LOCAL_RANKS, MAX_REPEATS
 from lbsim.run_folder import staged_run
 from lbsim.runtime.config import check_runnable, uses_server, world_size
 from lbsim.runtime.worker import Job, Task, options_from_args
@@ -24,6 +25,15 @@ def _load(args: Any, scheme: str | None) -> Any:
     from lbsim.scenario.loader import load_scenario
 
     return load_scenario(args.scenario, args.set, scheme=scheme)
+
+
+def _local_ranks(ranks: int) -> int:
+    """``ranks``, when this machine may start that many processes (``MAX_LOCAL_RANKS``); else an InputError."""
+    if ranks > MAX_LOCAL_RANKS:
+        raise InputError("cluster", f"{ranks} ranks: the local launcher starts one process per rank on this machine, "
+                                    f"at most {MAX_LOCAL_RANKS}; run more across machines with "
+                                    "`torchrun ... -m lbsim.runtime.worker` (docs/runtime.md)")
+    return ranks
 
 
 def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
@@ -38,7 +48,7 @@ def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
 def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], str], None]) -> int:
     scenario = _load(args, args.scheme)
     options = options_from_args(args)
-    n = check_runnable(scenario, options, nproc=args.nproc)
+    n = _local_ranks(check_runnable(scenario, options, nproc=args.nproc))
     from lbsim.runtime.launch import RuntimeFailure
 
     # a crashed rank's run is still one complete record (failure.json, the rounds before it): swapped in too
@@ -57,7 +67,7 @@ def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], s
 def profile(args: Any, out: Path) -> int:
     scenario = _load(args, None)
     options = options_from_args(args)
-    n = _check_profile(scenario, options, args.nproc)
+    n = _local_ranks(_check_profile(scenario, options, args.nproc))
     with staged_run(out) as stage:
         job = Job(scenario=str(Path(args.scenario).resolve()), overrides=tuple(args.set), options=options,
                   tasks=(Task("profile", str(stage)),))
@@ -103,9 +113,10 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     if args.nproc is not None and args.nproc != n:
         server = " (the workers plus a parameter server)" if any(uses_server(s) for s in names) else ""
         raise InputError("--nproc", f"validating {', '.join(names)} needs {n} processes{server}; give --nproc {n} or leave it out")
+    _local_ranks(n)
     repeats = args.repeats
-    if repeats < 1:
-        raise InputError("--repeats", f"must be >= 1, got {repeats}")
+    if not 1 <= repeats <= MAX_REPEATS:
+        raise InputError("--repeats", f"must be >= 1 and <= {MAX_REPEATS} (each repeat is a whole runtime run), got {repeats}")
     with staged_run(out) as stage:  # the whole validation (profiles, runs, reports) is swapped in at the end
         reports, summary = _validate_into(stage.resolve(), args, names, options, n, simulate_to, repeats)
     if not args.quiet:

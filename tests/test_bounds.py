@@ -265,6 +265,21 @@ def test_runtime_options_are_bounded(tmp_path: Path, option: list[str], expected
     assert_refused(tmp_path, ["train", str(f), *option, "--out", "out"], expected)
 
 
+@pytest.mark.parametrize(("command", "option", "expected"), [
+    ("train", ["--set", "cluster.groups.0.count=300", "--set", "workload.global_batch=3200"], "cluster: 300 ranks: the local launcher"),
+    ("profile", ["--set", "cluster.groups.0.count=300", "--set", "workload.global_batch=3200"], "cluster: 300 ranks: the local launcher"),
+    ("validate", ["--set", "cluster.groups.0.count=300", "--set", "workload.global_batch=3200"], "cluster: 300 ranks: the local launcher"),
+    ("validate", ["--repeats", "101"], "--repeats: must be >= 1 and <= 100"),
+])
+def test_local_runtime_launches_are_bounded(tmp_path: Path, command: str, option: list[str], expected: str) -> None:
+    """`validate --repeats 100000` ran on for hours; 16,384 ranks would be 16,384 torch processes on one machine."""
+    pytest.importorskip("torch")
+    f = _write(tmp_path / "s.yaml", SMALL.replace("{instance: g4dn.xlarge, count: 2}, {instance: p3.2xlarge, count: 1}",
+                                                  "{instance: c5.xlarge, count: 2, samples_per_s: 1000, max_batch: 512}")
+               .replace("parameter_server", "ring_allreduce").replace("bsp", "static"))
+    assert_refused(tmp_path, [command, str(f), *option, "--out", "out"], expected)
+
+
 def test_sweep_jobs_bounded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from lbsim.cli import main
     from lbsim.limits import MAX_JOBS
