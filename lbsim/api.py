@@ -34,6 +34,7 @@ from lbsim.results import (
     is_run_dir,
     is_sweep_dir,
     read_frame,
+    read_json_object,
     read_summary,
     table_path,
     to_pandas,
@@ -230,7 +231,7 @@ def load(path: str | Path) -> Run | Comparison | Sweep:
     """A finished run folder (:class:`Run`), compare folder (:class:`Comparison`) or sweep folder (:class:`Sweep`)."""
     p = Path(path)
     if is_sweep_dir(p):
-        meta = json.loads((p / "sweep.json").read_text(encoding="utf-8")) if (p / "sweep.json").is_file() else {}
+        meta = read_json_object(p / "sweep.json") if (p / "sweep.json").is_file() else {}
         results = to_pandas(read_frame(p / "results.csv"))
         return Sweep(p, str(meta.get("name") or p.name), list(meta.get("columns", [])), results)
     if is_compare_dir(p):

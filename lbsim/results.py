@@ -5,6 +5,9 @@ A *run folder* holds ``summary.json`` and the tables ``iterations``, ``updates``
 *compare folder* ``compare.csv`` and one run folder per scheme; a *sweep folder* ``results.csv``,
 ``sweep.json`` and ``runs/<hash>/`` run folders (:mod:`lbsim.sweep.runner`).
 
+A file lbsim wrote that cannot be read back (a corrupt or hand-edited folder) is an
+:class:`~lbsim.errors.InputError` naming it, never a parser's traceback.
+
 Tables are read by polars (fast, exact float parsing) into numpy columns with the record types'
 dtypes where they are known (:data:`lbsim.metrics.records.ITERATION_DTYPES`, ``UPDATE_DTYPES``);
 other tables are typed by inference. No pyarrow needed: frames are built from numpy columns.
@@ -18,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from lbsim.errors import InputError
 from lbsim.metrics.records import ITERATION_DTYPES, UPDATE_DTYPES
 from lbsim.metrics.writers import FORMATS
 
@@ -39,15 +43,33 @@ def _polars_dtype(t: type) -> Any:
     return {np.int64: pl.Int64, np.float64: pl.Float64, np.bool_: pl.Boolean}[t]
 
 
+CORRUPT = "a corrupt or partial lbsim output: re-run the command that wrote it"
+
+
 def read_frame(path: Path, name: str | None = None) -> Any:
     """A polars DataFrame of one table file; known tables (by ``name``) get their record dtypes."""
     import polars as pl
 
     known = KNOWN_DTYPES.get(name or path.name.split(".")[0], {})
-    if path.suffix == ".parquet":
-        return pl.read_parquet(path)
-    overrides = {c: _polars_dtype(t) for c, t in known.items()}
-    return pl.read_csv(path, schema_overrides=overrides or None, infer_schema_length=None)
+    try:
+        if path.suffix == ".parquet":
+            return pl.read_parquet(path)
+        overrides = {c: _polars_dtype(t) for c, t in known.items()}
+        return pl.read_csv(path, schema_overrides=overrides or None, infer_schema_length=None)
+    except (OSError, pl.exceptions.PolarsError) as err:
+        raise InputError(str(path), f"cannot read the table ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
+                                    f"{CORRUPT}") from None
+
+
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON file lbsim wrote (summary.json, sweep.json) as a dict; InputError naming it if it is not one."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise InputError(str(path), f"cannot read it ({type(err).__name__}: {str(err)[:200]}); {CORRUPT}") from None
+    if not isinstance(data, dict):
+        raise InputError(str(path), f"expected a JSON object, got {type(data).__name__}; {CORRUPT}")
+    return data
 
 
 def read_columns(path: Path, name: str | None = None, wanted: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
@@ -77,7 +99,7 @@ def is_compare_dir(path: Path) -> bool:
 
 
 def read_summary(path: Path) -> dict[str, Any]:
-    return json.loads((path / "summary.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+    return read_json_object(path / "summary.json")
 
 
 def compare_schemes(path: Path) -> list[str]:

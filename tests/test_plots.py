@@ -267,3 +267,37 @@ def test_t_interval() -> None:
     m, h = mean_ci95([1.0, 2.0, 3.0])
     assert m == 2.0 and abs(h - 4.303 * 1.0 / 3 ** 0.5) < 1e-12
     assert mean_ci95([5.0]) == (5.0, 0.0)
+
+
+@pytest.mark.parametrize(("target", "content", "message"), [
+    ("results.csv", None, "results.csv:"),  # a short row appended
+    ("results.csv", "", "an empty table"),
+    ("sweep.json", "{bad", "sweep.json: cannot read it"),
+    ("run/summary.json", "[1, 2]", "expected a JSON object"),
+    ("run/iterations.csv", "x,y\n1,2\n", "missing columns worker"),
+])
+def test_plot_of_a_corrupt_folder_names_the_file(sweep_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 target: str, content: str | None, message: str) -> None:
+    """A hand-edited or truncated output folder is bad input (exit 2 naming the file), not an internal error (exit 1)."""
+    copy = Path(shutil.copytree(sweep_dir, tmp_path / "sweep"))
+    run = sorted((copy / "runs").iterdir())[0]
+    path = run / target.split("/")[1] if target.startswith("run/") else copy / target
+    if content is None:
+        with path.open("a", encoding="utf-8") as fh:
+            fh.write("garbage,,\n")
+    else:
+        path.write_text(content, encoding="utf-8")
+    assert main(["plot", str(copy), "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("lbsim: error: ") and message in err and "re-run the command" in err
+    assert not (tmp_path / "f").exists()
+
+
+def test_load_of_a_corrupt_folder_is_an_input_error(sweep_dir: Path, tmp_path: Path) -> None:
+    import lbsim
+    from lbsim.errors import InputError
+
+    copy = Path(shutil.copytree(sweep_dir, tmp_path / "sweep"))
+    (copy / "sweep.json").write_text("{bad", encoding="utf-8")
+    with pytest.raises(InputError, match="sweep.json: cannot read it"):
+        lbsim.load(copy)

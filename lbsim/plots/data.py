@@ -11,7 +11,6 @@ A *run folder* holds ``summary.json``, ``iterations`` (``.csv`` or ``.parquet``)
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from lbsim.errors import InputError
-from lbsim.results import is_compare_dir, is_run_dir, is_sweep_dir, read_columns, table_path
+from lbsim.results import CORRUPT, is_compare_dir, is_run_dir, is_sweep_dir, read_columns, read_json_object, table_path
 
 __all__ = ["RunData", "SweepData", "is_compare_dir", "is_run_dir", "is_sweep_dir", "read_run", "read_sweep"]
 
@@ -28,9 +27,24 @@ ITERATION_FIELDS = ("worker", "iteration", "update", "start_s", "compute_s", "co
 
 
 def _read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        return list(reader.fieldnames or []), list(reader)
+    """A results table's header and rows (strings); a row with more or fewer cells than the header,
+    or no header, is an InputError naming the line (a corrupt or hand-edited file)."""
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or [])
+            rows = []
+            for row in reader:
+                if None in row or any(v is None for v in row.values()):
+                    cells = sum(v is not None for k, v in row.items() if k is not None) + len(row.get(None) or [])
+                    raise InputError(f"{path}:{reader.line_num}", f"a row of {cells} cells under a header of "
+                                                                  f"{len(header)}; {CORRUPT}")
+                rows.append(row)
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise InputError(str(path), f"cannot read it ({type(err).__name__}: {err}); {CORRUPT}") from None
+    if not header:
+        raise InputError(str(path), f"an empty table (no header); {CORRUPT}")
+    return header, rows
 
 
 def _columns(path: Path, wanted: tuple[str, ...]) -> dict[str, np.ndarray]:
@@ -85,8 +99,13 @@ def _instances(path: Path) -> list[str]:
 def read_run(path: Path) -> RunData:
     if not is_run_dir(path):
         raise InputError(str(path), "not a run folder (needs summary.json and iterations.csv or .parquet)")
-    summary = json.loads((path / "summary.json").read_text(encoding="utf-8"))
-    it = _columns(table_path(path, "iterations"), ITERATION_FIELDS)  # type: ignore[arg-type]
+    summary = read_json_object(path / "summary.json")
+    it_path = table_path(path, "iterations")
+    it = _columns(it_path, ITERATION_FIELDS)  # type: ignore[arg-type]
+    missing = [c for c in ITERATION_FIELDS if c not in it]
+    if missing or not len(it[ITERATION_FIELDS[0]]):
+        raise InputError(str(it_path), (f"missing columns {', '.join(missing)}" if missing else "no rows")
+                         + f"; {CORRUPT}")
     numerics = None
     if (num := table_path(path, "numerics")) is not None:
         numerics = _columns(num, ("update", "time_s", "loss", "accuracy"))
@@ -134,7 +153,7 @@ def read_sweep(path: Path) -> SweepData:
     header, rows = _read_rows(path / "results.csv")
     meta: dict[str, Any] = {}
     if (path / "sweep.json").is_file():
-        meta = json.loads((path / "sweep.json").read_text(encoding="utf-8"))
+        meta = read_json_object(path / "sweep.json")
     factors = list(meta.get("columns", []))
     if not meta:  # no sweep.json: every column before 'repetition' except 'run'
         factors = header[1:header.index("repetition")] if "repetition" in header else []
