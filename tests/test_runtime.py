@@ -172,10 +172,13 @@ def test_lbbsp_beats_bsp_in_the_runtime(tmp_path: Path) -> None:
     """Worker 3 is emulated 2x slower: LB-BSP shrinks its batch and the others stop waiting for it.
 
     BSP and LB-BSP alternate in one process group (three short runs each), so a change in the load
-    other tenants put on this shared machine hits both schemes alike.
+    other tenants put on this shared machine hits both schemes alike. 14 updates a run (observed:
+    LB-BSP's throughput 1.1x to 1.5x BSP's in each pair, with 14 updates as with 20; its batches
+    settle within two updates, so the last half is settled).
     """
+    updates = 14
     order = ("bsp", "lbbsp") * 3
-    tasks = tuple(Task("train", str(tmp_path / f"{i}-{name}"), scheme=name, overrides=("workload.updates=20",))
+    tasks = tuple(Task("train", str(tmp_path / f"{i}-{name}"), scheme=name, overrides=(f"workload.updates={updates}",))
                   for i, name in enumerate(order))
     launch(Job(scenario=str(CPU4), tasks=tasks), 4)
     samples = {"bsp": 0.0, "lbbsp": 0.0}
@@ -186,7 +189,8 @@ def test_lbbsp_beats_bsp_in_the_runtime(tmp_path: Path) -> None:
         seconds[name] += summary["sim_time_s"]
     assert samples["lbbsp"] / seconds["lbbsp"] > samples["bsp"] / seconds["bsp"]
     last = _batches(tmp_path / "5-lbbsp")
-    mean = [np.mean([last[u][w] for u in range(10, 20)]) for w in range(4)]
+    assert len(last) == updates
+    mean = [np.mean([last[u][w] for u in range(updates // 2, updates)]) for w in range(4)]  # the last half
     assert mean[3] < min(mean[:3])
 
 
