@@ -295,7 +295,7 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
         print(f"lbsim: the runtime needs the runtime extra ({err}): python3 -m pip install -e \".[runtime]\"", file=sys.stderr)
         return 1
     if command == "train":
-        from lbsim.runtime.dist import launched_as_rank
+        from lbsim.runtime.config import launched_as_rank
 
         if launched_as_rank():  # under torchrun: this process is one rank (torchrun started the others)
             from lbsim.runtime.worker import main as rank_main

@@ -23,6 +23,15 @@ from typing import Any, Literal
 from lbsim.errors import InputError
 from lbsim.limits import MAX_HISTORY
 
+RENDEZVOUS_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def launched_as_rank() -> bool:
+    """Whether ``torchrun`` (or a user, for ``env://``) started this process as one rank of a job:
+    the rendezvous variables are all set. ``lbsim train`` then runs as that rank, not as a launcher.
+    (Here, not in :mod:`lbsim.runtime.dist`: the check must not cost the CLI a torch import.)"""
+    return all(k in os.environ for k in RENDEZVOUS_ENV)
+
 
 @dataclass(frozen=True)
 class RuntimeLoop:

@@ -28,6 +28,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from lbsim.runtime.config import RENDEZVOUS_ENV
+
 FAIL_ENV = "LBSIM_RUNTIME_FAIL"
 
 
@@ -64,15 +66,6 @@ def init_group(*, rank: int, world: int, local_rank: int, init_method: str, back
         timeout=datetime.timedelta(seconds=timeout_s),
     )
     return RankInfo(rank, world, local_rank, backend, device)
-
-
-RENDEZVOUS_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
-
-
-def launched_as_rank() -> bool:
-    """Whether ``torchrun`` (or a user, for ``env://``) started this process as one rank of a job:
-    the rendezvous variables are all set. ``lbsim train`` then runs as that rank, not as a launcher."""
-    return all(k in os.environ for k in RENDEZVOUS_ENV)
 
 
 def env_rank() -> dict[str, Any]:

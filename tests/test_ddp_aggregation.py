@@ -10,6 +10,7 @@ the test can fail.
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -33,8 +34,9 @@ def _data(total: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(total, 1, 8, 8, generator=g, dtype=torch.float64), torch.randint(0, 5, (total,), generator=g)
 
 
+@functools.cache
 def _reference(world: int) -> list[torch.Tensor]:
-    """One process, the concatenated batch of every step."""
+    """One process, the concatenated batch of every step (computed once per world: the tests only read it)."""
     net = _net()
     opt = torch.optim.SGD(net.parameters(), lr=0.5, momentum=0.9)
     x, y = _data(sum(sum(s) for s in STEPS[world]))

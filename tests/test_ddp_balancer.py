@@ -20,7 +20,7 @@ import torch
 import torch.multiprocessing as mp
 
 PER_SAMPLE_S = 0.003
-N, B, EPOCHS = 252, 42, 6  # 6 steps per epoch
+N, B, EPOCHS = 252, 42, 3  # 6 steps per epoch; the split is decided by step 4, the last two epochs are the 12 steps after epoch 0
 RUNS = (("every1", 1, 2), ("every2", 2, 2), ("lag0", 1, 0))  # (name, decide_every, lag)
 NAMES = [r[0] for r in RUNS]
 

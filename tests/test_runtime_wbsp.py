@@ -191,8 +191,14 @@ def test_slowest_never_waits_and_fast_workers_step_twice_per_round(runs: dict[st
 
     ``wait_s`` in base WBSP is the server's own time on the push (adding a delta, maybe a
     snapshot copy: well under a millisecond for this model); in the overlap variants it is 0 by
-    definition. Tolerance: 3% of the slowed worker's step time, which leaves room for a server
-    rank that the shared machine's scheduler descheduled mid-push.
+    definition. Both bounds are ratios to the slowed worker's own mean step time in the same run, so
+    that a loaded machine, which stretches the steps too, does not fail them: on average at most 3%
+    of it (observed: ~1%), which leaves room for a server rank that the shared machine's scheduler
+    descheduled mid-push; and no single step waits half of it (about one fast step; observed: ~2%).
+    Had the slowed worker to wait for the round (for the fast workers' steps in flight, as at a BSP
+    barrier), it would wait about half a fast step, a quarter of its own, on average: the mean
+    bound fails. (Before, the max bound was an absolute 20 ms, about half the slowed worker's step
+    on a quiet machine, which a server rank descheduled that long on a busy machine could exceed.)
 
     Steps per round follow the rate argument, T_slow / T_fast (within 15%). That ratio is ~2 but
     not exactly: the emulation stretches each real step 10x (worker 2: 20x), noise included (a
@@ -206,7 +212,7 @@ def test_slowest_never_waits_and_fast_workers_step_twice_per_round(runs: dict[st
     assert run.settled() <= 10
     assert s["wbsp_final_slowest"] == SLOW
     assert run.mean(SLOW, "wait_s") <= 0.03 * run.step_s(SLOW)
-    assert max(r["wait_s"] for r in run.by_worker[SLOW]) < 0.02
+    assert max(r["wait_s"] for r in run.by_worker[SLOW]) <= 0.5 * run.step_s(SLOW)
     assert run.steps_per_round(SLOW) == pytest.approx(1.0, abs=0.1)
     for w in FAST:
         ratio = run.step_s(SLOW) / run.step_s(w)  # the rate argument: steps per round = T_slow / T_fast
