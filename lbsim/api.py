@@ -20,6 +20,7 @@ This module is a front end like the CLI: it imports the simulator inside :func:`
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +43,18 @@ from lbsim.results import (
 from lbsim.scenario.schema import Scenario
 
 
+def _path(path: Any, what: str, expected: str = "a path (str or pathlib.Path)") -> Path:
+    """``path`` as a Path; a TypeError naming ``what`` for anything that is not a path (a caller's bug)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"{what}: expected {expected}, got {type(path).__name__}")
+    return Path(path)
+
+
 def _overrides(overrides: Mapping[str, Any] | None) -> list[str]:
     """A mapping of dotted keys to values as ``--set KEY=VALUE`` strings (values as YAML/JSON)."""
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise TypeError(f"overrides: expected a mapping of dotted keys to values, e.g. {{'workload.updates': 50}}, "
+                        f"got {type(overrides).__name__}")
     out = []
     for key, value in (overrides or {}).items():
         text = value if isinstance(value, str) else json.dumps(value)
@@ -58,7 +69,7 @@ def _scenario(scenario: str | Path | Scenario, scheme: str | None, overrides: Ma
     from lbsim.scenario.overrides import apply_overrides
 
     if not isinstance(scenario, Scenario):
-        return load_scenario(scenario, _overrides(overrides), scheme=scheme)
+        return load_scenario(_path(scenario, "scenario", "a YAML path (str or pathlib.Path) or a loaded Scenario"), _overrides(overrides), scheme=scheme)
     if scheme is None and not overrides:
         return scenario
     data = scenario_data(scenario)
@@ -138,7 +149,8 @@ def simulate(scenario: str | Path | Scenario, *, scheme: str | None = None,
     """Simulate ``scenario`` (a YAML path or a loaded scenario) under ``scheme`` (default: the
     scenario's), with ``overrides`` (``{"scheme.staleness": 2}``, as ``--set``); returns a :class:`Run`.
 
-    Invalid input raises :class:`lbsim.errors.InputError` naming the key path.
+    Invalid input raises :class:`lbsim.errors.InputError` naming the key path; an argument of the wrong
+    type (a scenario that is neither a path nor a Scenario, overrides that are not a mapping) a TypeError.
     """
     from lbsim.simulator.run import simulate as engine
 
@@ -221,7 +233,7 @@ class Sweep:
 
 
 def load_run(path: str | Path) -> Run:
-    p = Path(path)
+    p = _path(path, "path")
     if not is_run_dir(p):
         raise InputError(str(path), "not a run folder (needs summary.json and iterations.csv or .parquet)")
     return Run(summary=read_summary(p), path=p)
@@ -229,7 +241,7 @@ def load_run(path: str | Path) -> Run:
 
 def load(path: str | Path) -> Run | Comparison | Sweep:
     """A finished run folder (:class:`Run`), compare folder (:class:`Comparison`) or sweep folder (:class:`Sweep`)."""
-    p = Path(path)
+    p = _path(path, "path")
     if is_sweep_dir(p):
         meta = read_json_object(p / "sweep.json") if (p / "sweep.json").is_file() else {}
         results = to_pandas(read_frame(p / "results.csv"))

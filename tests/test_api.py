@@ -7,8 +7,10 @@ import contextlib
 import io
 import json
 import os
+import re
 import stat
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -208,3 +210,16 @@ def test_provenance_does_not_depend_on_what_else_is_imported() -> None:
     outs = [subprocess.run([sys.executable, "-c", code.format(pre=pre)], cwd=REPO, capture_output=True, text=True,
                            check=True, env={**os.environ, "PYTHONPATH": str(REPO)}).stdout for pre in ("", "import torch; ")]
     assert outs[0] == outs[1] and "torch" not in json.loads(outs[0])["libraries"]
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: lbsim.simulate({"seed": 1}), "scenario: expected a YAML path (str or pathlib.Path) or a loaded Scenario, got dict"),
+    (lambda: lbsim.simulate(None), "scenario: expected a YAML path"),
+    (lambda: lbsim.simulate(EC2, overrides=[("workload.updates", 3)]), "overrides: expected a mapping"),
+    (lambda: lbsim.compare(EC2, ["bsp"], overrides="workload.updates=3"), "overrides: expected a mapping"),
+    (lambda: lbsim.load(5), "path: expected a path (str or pathlib.Path), got int"),
+])
+def test_an_argument_of_the_wrong_type_is_a_type_error_naming_it(call: Any, message: str) -> None:
+    """A caller's bug (not bad input data): a TypeError that says which argument and what it takes."""
+    with pytest.raises(TypeError, match=re.escape(message)):
+        call()
