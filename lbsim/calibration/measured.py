@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,13 @@ class Row:
     @property
     def gpus(self) -> int:
         return sum(self.placement)
+
+
+def role_of(row: Row, fit_placements: Collection[tuple[int, ...]]) -> str:
+    """``single`` (placement 1: t(b) is fitted from it), ``fit`` (a fit placement) or ``held_out`` (predicted only)."""
+    if row.placement == (1,):
+        return "single"
+    return "fit" if row.placement in fit_placements else "held_out"
 
 
 def placement_label(placement: tuple[int, ...]) -> str:

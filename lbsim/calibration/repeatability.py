@@ -33,12 +33,12 @@ more common batches: no figures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from lbsim.calibration.measured import Row, placement_label
+from lbsim.calibration.measured import Row, role_of
 
 FLOOR_DRAWS = 2000
 FLOOR_SEED = 20260
@@ -123,13 +123,12 @@ def perfect_model_floor(noise: Noise, rows_per_placement: Sequence[int], bound: 
     )
 
 
-def rows_per_placement(rows: Sequence[Row], keep: Mapping[str, bool] | None = None) -> list[int]:
-    """Row count of each placement (in first-seen order), only those ``keep`` marks True when given."""
+def rows_per_placement(rows: Sequence[Row], keep: Collection[str] | None = None) -> list[int]:
+    """Row count of each placement (in first-seen order), only the labels in ``keep`` when given."""
     counts: dict[str, int] = {}
     for r in rows:
-        label = placement_label(r.placement)
-        if keep is None or keep.get(label, False):
-            counts[label] = counts.get(label, 0) + 1
+        if keep is None or r.label in keep:
+            counts[r.label] = counts.get(r.label, 0) + 1
     return list(counts.values())
 
 
@@ -138,7 +137,7 @@ def held_out_floor_text(rows: Sequence[Row], fit_placements: Sequence[tuple[int,
     """One line for ``lbsim calibrate``: the input's noise and the floor on its held-out multi-GPU placements."""
     noise = estimate_noise(rows)
     fit = set(fit_placements)
-    held = {placement_label(r.placement): True for r in rows if r.gpus > 1 and r.placement not in fit}
+    held = {r.label for r in rows if role_of(r, fit) == "held_out"}
     if noise is None or not held:
         return None
     floor = perfect_model_floor(noise, rows_per_placement(rows, held), bound)

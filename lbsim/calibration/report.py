@@ -31,7 +31,7 @@ import numpy as np
 from lbsim.calibration import pollux
 from lbsim.calibration.compute import fit_compute_curve
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
-from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements
+from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements, role_of
 from lbsim.calibration.model import LinkFigures
 from lbsim.calibration.repeatability import estimate_noise, perfect_model_floor, rows_per_placement
 from lbsim.calibration.run import check_instance
@@ -115,7 +115,7 @@ class SubsetResult:
 def held_out_summary(subset: str, model: str, rows: Sequence[Row], err: np.ndarray, algorithm: str,
                      jitter_cv: float = 0.0) -> SubsetResult:
     fit = set(parse_fit_placements(subset))
-    held = np.array([r.gpus > 1 and r.placement not in fit for r in rows])
+    held = np.array([role_of(r, fit) == "held_out" for r in rows])
     labels = np.array([r.label for r in rows])
     per = {p: geomean_abs(err[held & (labels == p)]) for p in sorted(set(labels[held]))}
     worst = max(per, key=lambda p: per[p])
@@ -156,6 +156,13 @@ def _pct(x: float) -> str:
     return "—" if not np.isfinite(x) else f"{100 * x:.1f}"
 
 
+def held_out_per_placement(r: ModelResult) -> dict[str, float]:
+    """lbsim's geomean |error| of each held-out placement (by label, sorted)."""
+    held = np.array(r.role) == "held_out"
+    labels = np.array([row.label for row in r.rows])
+    return {p: geomean_abs(r.lbsim[held & (labels == p)]) for p in sorted(set(labels[held]))}
+
+
 def summary_table(results: Sequence[ModelResult]) -> list[str]:
     lines = ["| model | bound | single-GPU max \\|e\\| % | fit geomean % | **held-out geomean %** | held-out mean e % "
              "| worst held-out placement (geomean %) | placements > 15 % | Pollux held-out % | catalog held-out % |",
@@ -164,8 +171,7 @@ def summary_table(results: Sequence[ModelResult]) -> list[str]:
     for r in results:
         role = np.array(r.role)
         held, fit, single = role == "held_out", role == "fit", role == "single"
-        labels = np.array([row.label for row in r.rows])
-        per = {p: geomean_abs(r.lbsim[held & (labels == p)]) for p in sorted(set(labels[held]))}
+        per = held_out_per_placement(r)
         worst = max(per, key=lambda p: per[p])
         pooled["lbsim"] += list(r.lbsim[held])
         pooled["pollux"] += list(r.pollux[held])
@@ -188,17 +194,16 @@ def repeatability_table(results: Sequence[ModelResult]) -> list[str]:
              "| lbsim placements > 15 % |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
         noise = estimate_noise(r.rows)
-        held = np.array(r.role) == "held_out"
-        labels = np.array([row.label for row in r.rows])
-        per = [geomean_abs(r.lbsim[held & (labels == p)]) for p in sorted(set(labels[held]))]
+        per = held_out_per_placement(r)
+        lbsim_cells = (f"{_pct(geomean_abs(r.lbsim[np.array(r.role) == 'held_out']))} "
+                       f"| {sum(v > 0.15 for v in per.values())} |")
         if noise is None:
-            lines.append(f"| {r.model} | 0 | — | — | — | — | {_pct(geomean_abs(r.lbsim[held]))} "
-                         f"| {sum(v > 0.15 for v in per)} |")
+            lines.append(f"| {r.model} | 0 | — | — | — | — | {lbsim_cells}")
             continue
-        floor = perfect_model_floor(noise, rows_per_placement(r.rows, {str(p): True for p in labels[held]}))
+        floor = perfect_model_floor(noise, rows_per_placement(r.rows, per))
         lines.append(f"| {r.model} | {noise.pairs} | {_pct(noise.row_sd)} | {_pct(noise.run_sd)} | {_pct(floor.geomean)} "
                      f"| {floor.over_bound_mean:.2f}; {floor.over_bound_p5}–{floor.over_bound_p95}; "
-                     f"{floor.p_none_over:.2f} | {_pct(geomean_abs(r.lbsim[held]))} | {sum(v > 0.15 for v in per)} |")
+                     f"{floor.p_none_over:.2f} | {lbsim_cells}")
     return lines
 
 

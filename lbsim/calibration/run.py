@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, Calibration, calibrate_rows, intra_bounds_for
-from lbsim.calibration.measured import Row, placement_label
+from lbsim.calibration.measured import Row, placement_label, role_of
 from lbsim.calibration.scenario import default_instance, fit_data, row_scenario
 from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto
 from lbsim.errors import InputError
@@ -39,12 +39,6 @@ class Prediction:
     @property
     def relative_error(self) -> float:
         return self.predicted_s / self.row.step_time_s - 1.0
-
-
-def role_of(row: Row, fit_placements: Sequence[tuple[int, ...]]) -> str:
-    if row.placement == (1,):
-        return "single"
-    return "fit" if row.placement in set(fit_placements) else "held_out"
 
 
 def check_instance(instance: str | None, rows: Sequence[Row]) -> str:
