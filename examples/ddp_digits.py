@@ -3,7 +3,9 @@
     torchrun --nproc-per-node=3 examples/ddp_digits.py --mode lbbsp --slow-rank 2 --slowdown 3
     torchrun --nproc-per-node=3 examples/ddp_digits.py --mode ddp   --slow-rank 2 --slowdown 3
 
-(with the repository on ``PYTHONPATH``). ``--mode ddp`` is an ordinary DDP script: a
+(with the repository on ``PYTHONPATH``). On GPUs it runs NCCL when each rank has a GPU of its own, and
+gloo with CUDA tensors when ranks share one (``--device cuda --backend gloo``: computation and the
+CUDA-event step clock on the GPU, collectives through host memory). ``--mode ddp`` is an ordinary DDP script: a
 ``DistributedSampler`` and ``B / n`` samples per rank, DDP's averaging. ``--mode lbbsp`` is the same
 script with the lines marked ``# LB-BSP`` (docs/library.md shows them as a diff): per-rank batches
 decided by lbsim's ``lbbsp`` scheme, gradients weighted by ``b_r / B``. The data are
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -70,16 +73,25 @@ def main() -> None:
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slowdown", type=float, default=3.0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
+                   help="auto: cuda when a GPU is visible, else cpu")
+    p.add_argument("--backend", choices=["auto", "gloo", "nccl"], default="auto",
+                   help="auto: nccl when every rank has a GPU of its own, else gloo (ranks sharing a GPU need gloo)")
     p.add_argument("--json", type=Path, default=None)
     args = p.parse_args()
 
     torch.set_num_threads(args.threads)
-    cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if cuda else "gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
-    device = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    cuda = args.device == "cuda" or (args.device == "auto" and torch.cuda.is_available())
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    world_env = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+    own_gpu = cuda and torch.cuda.device_count() >= world_env
+    backend = args.backend if args.backend != "auto" else ("nccl" if own_gpu else "gloo")
+    device = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
+    dist.init_process_group(backend)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    comm_device = device if backend == "nccl" else torch.device("cpu")  # gloo gathers host tensors only
 
     data = load_dataset("digits")
     train = TensorDataset(torch.tensor(data.X_train, dtype=torch.float32).reshape(-1, 1, 8, 8),
@@ -96,7 +108,7 @@ def main() -> None:
     if args.mode == "lbbsp":
         options = {k: v for k, v in (("ema_alpha", args.ema_alpha), ("split_dead_band", args.dead_band)) if v is not None}
         lb = LoadBalancer(args.global_batch, variant=args.variant, predictor=args.predictor, seed=args.seed,  # LB-BSP
-                          decide_every=args.decide_every, lag=args.lag, slowed=slowed, **options)
+                          decide_every=args.decide_every, lag=args.lag, slowed=slowed, device=device, **options)
         lb.attach(model)  # LB-BSP: g = sum_r (b_r / B) g_r
         sampler = lb.sampler(len(train), seed=args.seed, drop_last=args.drop_last)  # LB-BSP
         loader = DataLoader(train, batch_sampler=sampler)  # LB-BSP
@@ -127,7 +139,7 @@ def main() -> None:
             torch.cuda.synchronize()
         dist.barrier()
         epoch_s = time.perf_counter() - start
-        counts = torch.tensor([float(samples), sum(sizes) / max(1, len(sizes))], dtype=torch.float64, device=device)
+        counts = torch.tensor([float(samples), sum(sizes) / max(1, len(sizes))], dtype=torch.float64, device=comm_device)
         gathered = [torch.empty_like(counts) for _ in range(world)]
         dist.all_gather(gathered, counts)
         model.eval()
@@ -140,7 +152,7 @@ def main() -> None:
                     "batches": [round(float(g[1]), 2) for g in gathered],
                     "overhead_s": round((lb.overhead_s if lb is not None else 0.0) - overhead0, 5),
                     "overhead_cpu_s": round((lb.overhead_cpu_s if lb is not None else 0.0) - cpu0, 5),
-                    "steps": len(sizes)}
+                    "steps": len(sizes), "device": str(device), "backend": backend}
             lines.append(line)
             print(json.dumps(line), flush=True)
     if rank == 0 and args.json is not None:

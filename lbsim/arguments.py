@@ -37,6 +37,9 @@ def runtime_arguments(sp: argparse.ArgumentParser) -> None:
     scenario_arguments(sp)
     sp.add_argument("--nproc", type=int, help="processes, one per worker plus one for a parameter-server scheme's server (default: what the scenario needs)")
     sp.add_argument("--backend", choices=("gloo", "nccl"), help="torch.distributed backend (default gloo; nccl: one GPU per rank)")
+    sp.add_argument("--device", choices=("cpu", "cuda"),
+                    help="where ranks compute (default: cuda with nccl, cpu with gloo); gloo + cuda: ranks share the "
+                         "GPUs round-robin, collectives go through host memory")
     sp.add_argument("--contention", choices=("emulated", "real"),
                     help="emulated (default): stretch each step by the scenario's slowdown; real: a co-located CPU burner")
     sp.add_argument("--threads", type=int, help="torch threads per rank (default 1)")

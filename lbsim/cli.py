@@ -55,9 +55,10 @@ def _default_out(file: str, leaf: str) -> Path:
     return Path("runs") / Path(file).name.split(".")[0] / leaf
 
 
-def _out_dir(args: argparse.Namespace, leaf: str) -> Path:
-    """The output directory; an existing path that is not a directory is invalid input."""
-    out = Path(args.out) if args.out else _default_out(args.scenario, leaf)
+def _out_dir(args: argparse.Namespace, leaf: str, default: Path | None = None) -> Path:
+    """The output directory (``--out``, else ``default``, else runs/<scenario>/<leaf>); an existing
+    path that is not a directory is invalid input."""
+    out = Path(args.out) if args.out else default if default is not None else _default_out(args.scenario, leaf)
     for p in (out, *out.parents):
         if p.exists():
             if not p.is_dir():
@@ -309,6 +310,9 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
         return commands.handle(commands.train, args, _out_dir(args, f"runtime/{name}"), _table)
     if command == "profile":
         return commands.handle(commands.profile, args, _out_dir(args, "profile"))
+    if command == "profile-model":
+        leaf = args.model.rpartition(":")[2] or "model"
+        return commands.handle(commands.profile_model, args, _out_dir(args, leaf, Path("runs") / "profile-model" / leaf))
     if args.schemes is not None:
         _check_scheme_names("--schemes", [s.strip() for s in args.schemes.split(",") if s.strip()])
 
@@ -335,6 +339,10 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     return _runtime("validate", args)
+
+
+def cmd_profile_model(args: argparse.Namespace) -> int:
+    return _runtime("profile-model", args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -391,6 +399,20 @@ def build_parser() -> argparse.ArgumentParser:
     prf = sub.add_parser("profile", help="measure this machine's per-worker t(b) and all-reduce cost as scenario overrides")
     runtime_arguments(prf)
     prf.set_defaults(func=cmd_profile)
+
+    pm = sub.add_parser("profile-model", help="measure a torch module's training-step t(b) on this machine (for the catalog)")
+    pm.add_argument("model", help="torchvision:NAME (no weights), path/to/file.py:NAME or package.module:NAME")
+    pm.add_argument("--input-shape", required=True, help="one sample's shape, e.g. 3,224,224")
+    pm.add_argument("--classes", type=int, default=1000, help="output classes (default 1000)")
+    pm.add_argument("--batches", default="32,64,128,256", help="local batch sizes to time (default 32,64,128,256)")
+    pm.add_argument("--device", choices=("cpu", "cuda"), default="cuda", help="where to run (default cuda)")
+    pm.add_argument("--amp", choices=("bf16", "fp16"), help="autocast precision (default: fp32)")
+    pm.add_argument("--warmup", type=int, default=3, help="dropped steps per size (default 3)")
+    pm.add_argument("--reps", type=int, default=10, help="timed steps per size (default 10)")
+    pm.add_argument("--threads", type=int, default=1, help="torch threads on the CPU (default 1)")
+    pm.add_argument("--out", help="output directory (default: runs/profile-model/<NAME>)")
+    pm.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+    pm.set_defaults(func=cmd_profile_model)
 
     val = sub.add_parser("validate", help="profile, run the runtime and the calibrated simulator, report their errors")
     runtime_arguments(val)

@@ -262,4 +262,51 @@ def handle(fn: Callable[..., int], *args: Any) -> int:
         raise
 
 
-__all__: Sequence[str] = ("train", "profile", "validate", "handle")
+__all__: Sequence[str] = ("train", "profile", "validate", "handle", "profile_model")
+
+
+def profile_model(args: Any, out: Path) -> int:
+    """``lbsim profile-model SPEC``: one module's measured t(b) on this device, written to ``out``."""
+    import torch
+
+    from lbsim.metrics.writers import write_json
+    from lbsim.progress import LazyProgress
+    from lbsim.runtime.profile_module import catalog_source, check_request, profile_module
+
+    batches = _int_list(args.batches, "--batches")
+    shape = _int_list(args.input_shape, "--input-shape")
+    check_request(batches, args.warmup, args.reps, shape, args.classes)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise InputError("--device", "cuda: no CUDA GPU is visible here; use --device cpu")
+    if args.amp is not None and args.amp not in ("bf16", "fp16"):
+        raise InputError("--amp", f"valid: bf16, fp16, got {args.amp!r}")
+    device = torch.device("cuda", 0) if args.device == "cuda" else torch.device("cpu")
+    if args.device == "cpu":
+        torch.set_num_threads(args.threads)
+    with staged_run(out) as stage, LazyProgress(f"profile {args.model}", enabled=None if not args.quiet else False) as bar:
+        prof = profile_module(args.model, input_shape=shape, classes=args.classes, batches=batches, device=device,
+                              amp=args.amp, warmup=args.warmup, reps=args.reps,
+                              progress=lambda done, total: bar.update(done / total))
+        record = prof.as_dict()
+        record["catalog_source"] = catalog_source(prof)
+        record["sets"] = [f"cluster.groups.0.t0_s={prof.t0_s:.6g}", f"cluster.groups.0.samples_per_s={prof.samples_per_s:.6g}",
+                          *([f"cluster.groups.0.max_batch={prof.max_batch}"] if prof.max_batch else []),
+                          f"workload.gradient_bytes={prof.gradient_bytes}"]
+        write_json(stage / "model_profile.json", record)
+    if not args.quiet:
+        print(f"{args.model} on {prof.environment.get('gpu') or prof.environment['device']}: "
+              f"t(b) = {prof.t0_s:.6g} s + b / {prof.samples_per_s:.6g} samples/s "
+              f"(R^2 {prof.r2:.4f}, largest residual {prof.max_rel_residual:.1%})"
+              + (f", max_batch ~{prof.max_batch} (estimated from memory)" if prof.max_batch else ""))
+        for s in prof.sizes:
+            print(f"  b={s.batch:>6}  median {s.median_s * 1e3:9.3f} ms  p10 {s.p10_s * 1e3:9.3f}  p90 {s.p90_s * 1e3:9.3f}"
+                  + (f"  peak {s.peak_bytes / 2**30:7.2f} GiB" if s.peak_bytes is not None else ""))
+        print(f"results in {out}/model_profile.json")
+    return 0
+
+
+def _int_list(text: str, option: str) -> list[int]:
+    try:
+        return [int(v) for v in text.replace("x", ",").split(",") if v.strip()]
+    except ValueError:
+        raise InputError(option, f"expected comma-separated integers, got {text!r}") from None

@@ -94,6 +94,7 @@ def world_size(workers: int, schemes: Any) -> int:
 
 ContentionMode = Literal["emulated", "real"]
 Backend = Literal["gloo", "nccl"]
+Device = Literal["cpu", "cuda"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class RuntimeOptions:
     """How this machine runs a scenario (the ``lbsim train`` flags)."""
 
     backend: Backend = "gloo"
+    device: Device | None = None  # where a rank computes; None: cuda with nccl, else cpu (gloo also runs on cuda)
     contention: ContentionMode = "emulated"
     threads: int = 1  # torch intra-op threads per rank (set_num_threads); interop threads are 1
     affinity: Literal["auto", "none", "core"] = "auto"  # auto: pin to cores only in real mode
@@ -112,6 +114,12 @@ class RuntimeOptions:
 
     def pin_cores(self) -> bool:
         return self.affinity == "core" or (self.affinity == "auto" and self.contention == "real")
+
+    def compute_device(self) -> Device:
+        """Where the ranks compute: ``device`` if given, else ``cuda`` with NCCL and ``cpu`` with gloo."""
+        if self.device is not None:
+            return self.device
+        return "cuda" if self.backend == "nccl" else "cpu"
 
 
 @dataclass(frozen=True)
@@ -220,10 +228,16 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
                                                "Byzantine gradients; remove it (or use the simulator)")
     if options.backend == "nccl" and ranks > n:
         raise InputError("--backend", f"{name} runs with a parameter server, which the runtime runs on gloo only; use --backend gloo")
+    if options.backend == "nccl" and options.device == "cpu":
+        raise InputError("--device", "nccl runs on GPUs only; use --backend gloo for --device cpu")
+    if options.compute_device() == "cuda" and ranks > n:
+        raise InputError("--device", f"{name} runs with a parameter server, which the runtime runs on the CPU only; use --device cpu")
     if options.backend == "nccl":
         gpus = _cuda_devices()
         if gpus < n:
             raise InputError("--backend", f"nccl needs one GPU per rank: {n} ranks, {gpus} GPU(s) here; use gloo")
+    elif options.compute_device() == "cuda" and _cuda_devices() < 1:
+        raise InputError("--device", "cuda: no CUDA GPU is visible here; use --device cpu")
     training_config(scenario, options)
     return ranks
 

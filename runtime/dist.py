@@ -12,6 +12,12 @@ released, which another process could take in between), ``torchrun``'s through
 ``env://`` (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``).
 ``timeout_s`` bounds every collective, so a crashed or hung peer ends the run.
 
+Devices: a rank computes on ``RankInfo.device`` and communicates on ``RankInfo.comm_device``. NCCL
+communicates CUDA tensors in place. Gloo reduces and broadcasts CUDA tensors but cannot gather
+them, so with gloo every collective goes through host memory: :class:`Comm` copies a tensor to the
+CPU, runs the collective and copies the result back (``--backend gloo --device cuda``: several
+ranks sharing one GPU, round-robin by local rank, each computing on it with CUDA tensors).
+
 The failure hook is for tests and demonstrations only: ``LBSIM_RUNTIME_FAIL=RANK:ROUND[:MODE]``
 makes rank RANK fail when it starts round ROUND of a training loop, with MODE ``raise`` (a Python
 exception, the default), ``exit`` (the process dies without a report) or ``hang`` (it stops).
@@ -54,18 +60,33 @@ class RankInfo:
     backend: str
     device: torch.device
 
+    @property
+    def comm_device(self) -> torch.device:
+        """Where this rank's collectives run: the compute device under NCCL, host memory under gloo."""
+        return self.device if self.backend == "nccl" else torch.device("cpu")
 
-def init_group(*, rank: int, world: int, local_rank: int, init_method: str, backend: str, timeout_s: float) -> RankInfo:
-    if backend == "nccl":
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
+
+def rank_device(device: str, local_rank: int) -> torch.device:
+    """The device a rank computes on: the CPU, or GPU ``local_rank mod (GPUs here)`` (made current).
+
+    With NCCL there is one GPU per rank (checked before launch), so this is GPU ``local_rank``; with
+    gloo several ranks may share a GPU."""
+    if device != "cuda":
+        return torch.device("cpu")
+    dev = torch.device("cuda", local_rank % max(1, torch.cuda.device_count()))
+    torch.cuda.set_device(dev)
+    return dev
+
+
+def init_group(*, rank: int, world: int, local_rank: int, init_method: str, backend: str, timeout_s: float,
+               device: str = "cpu") -> RankInfo:
+    """Join the process group; ``device``: ``cpu`` or ``cuda`` (the options' compute device)."""
+    dev = rank_device(device, local_rank)
     dist.init_process_group(
         backend, init_method=init_method, rank=rank, world_size=world,
         timeout=datetime.timedelta(seconds=timeout_s),
     )
-    return RankInfo(rank, world, local_rank, backend, device)
+    return RankInfo(rank, world, local_rank, backend, dev)
 
 
 def env_rank() -> dict[str, Any]:
@@ -119,20 +140,40 @@ class Comm:
         except Exception as err:  # noqa: BLE001 - any failure inside a collective is reported the same way
             raise CollectiveError(self.info.rank, what, round_, err) from err
 
+    def _in_place(self, t: torch.Tensor, what: str, round_: int, fn: Any, *args: Any, **kwargs: Any) -> None:
+        """``fn(t, ...)`` on the communication device, the result written back into ``t``."""
+        dev = self.info.comm_device
+        if t.device == dev:
+            self._call(what, round_, fn, t, *args, **kwargs)
+            return
+        moved = t.to(dev)
+        self._call(what, round_, fn, moved, *args, **kwargs)
+        t.copy_(moved)
+
     def all_gather(self, t: torch.Tensor, what: str, round_: int) -> torch.Tensor:
+        """Every rank's ``t``, stacked (on the communication device)."""
+        t = t.to(self.info.comm_device)
         out = [torch.empty_like(t) for _ in range(self.info.world)]
         self._call(what, round_, dist.all_gather, out, t, group=self.group)
         return torch.stack(out)
 
     def all_reduce(self, t: torch.Tensor, what: str, round_: int) -> None:
-        self._call(what, round_, dist.all_reduce, t, op=dist.ReduceOp.SUM, group=self.group)
+        self._in_place(t, what, round_, dist.all_reduce, op=dist.ReduceOp.SUM, group=self.group)
 
     def broadcast(self, t: torch.Tensor, what: str, round_: int = -1) -> None:
-        self._call(what, round_, dist.broadcast, t, 0, group=self.group)
+        self._in_place(t, what, round_, dist.broadcast, 0, group=self.group)
+
+    def all_to_all(self, recv: torch.Tensor, send: torch.Tensor, what: str, round_: int) -> None:
+        """``all_to_all_single``: equal chunks of ``send`` to every rank, theirs into ``recv``."""
+        dev = self.info.comm_device
+        out = recv if recv.device == dev else torch.empty_like(recv, device=dev)
+        self._call(what, round_, dist.all_to_all_single, out, send.to(dev), group=self.group)
+        if out is not recv:
+            recv.copy_(out)
 
     def broadcast_object(self, obj: Any, what: str) -> Any:
         box = [obj]
-        self._call(what, -1, dist.broadcast_object_list, box, 0, group=self.group, device=self.info.device)
+        self._call(what, -1, dist.broadcast_object_list, box, 0, group=self.group, device=self.info.comm_device)
         return box[0]
 
     def barrier(self, what: str, round_: int = -1) -> None:

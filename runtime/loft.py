@@ -57,14 +57,13 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.distributed as dist
 
 from lbsim.fetch import arrival_order, fetch_schedule
 from lbsim.numerics.byzantine import DEFAULT_SCALE, corrupt
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
 from lbsim.rng import stream
 from lbsim.runtime.ddp.hook import weighted_gradient
-from lbsim.runtime.dist import CollectiveError, Comm
+from lbsim.runtime.dist import Comm
 from lbsim.runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.workers import select_workers
@@ -209,10 +208,7 @@ class GradientExchange:
         send = torch.zeros(n * c, dtype=g.dtype, device=g.device)
         send[:d] = g
         recv = torch.empty_like(send)
-        try:
-            dist.all_to_all_single(recv, send, group=getattr(self.comm, "group", None))
-        except Exception as err:  # noqa: BLE001 - reported as Comm reports every collective
-            raise CollectiveError(self.comm.info.rank, "all_to_all of the gradient chunks", k, err) from err
+        self.comm.all_to_all(recv, send, "all_to_all of the gradient chunks", k)
         mine = robust_statistic(self.rule, recv.view(n, c), self.f)
         rows = self.comm.all_gather(torch.cat([mine, tail.to(g.dtype)]), "all_gather of the aggregated chunks", k)
-        return rows[:, :c].reshape(-1)[:d], rows[0, c:]
+        return rows[:, :c].reshape(-1)[:d].to(g.device), rows[0, c:].to(g.device)

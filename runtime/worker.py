@@ -178,7 +178,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
     extra: dict[str, Any] = dict(scheme.diagnostics())
     extra.update(final_loss=float(f"{loss:.12g}"), final_accuracy=float(f"{acc:.12g}"))
     extra["runtime"] = {
-        "backend": info.backend, "world_size": info.world, "contention": job.options.contention,
+        "backend": info.backend, "device": str(info.device), "world_size": info.world, "contention": job.options.contention,
         "threads_per_rank": job.options.threads, "pinned_cores": cores is not None,
         "dataset": training.dataset, "model": training.model, "hidden": training.hidden if training.model == "mlp" else None,
         "parameters": model.n_params, "dtype": job.options.dtype, "lr": training.lr,
@@ -234,7 +234,7 @@ def spawn_entry(rank: int, world: int, job: Job, shared: Any, status: str) -> No
     status_dir = Path(status)
     try:
         info = init_group(rank=rank, world=world, local_rank=rank, init_method=(status_dir / "rendezvous").as_uri(),
-                          backend=job.options.backend, timeout_s=job.options.timeout_s)
+                          backend=job.options.backend, timeout_s=job.options.timeout_s, device=job.options.compute_device())
     except BaseException as err:
         _report(rank, err, hb, None, status_dir)
         sys.exit(1)
@@ -253,7 +253,6 @@ def main(argv: list[str] | None = None) -> int:
     """``torchrun [--nnodes ...] --nproc-per-node N -m lbsim.runtime.worker SCENARIO [lbsim train options]``."""
     import datetime
 
-    import torch
     import torch.distributed as dist
     from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -261,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     from lbsim.errors import InputError
     from lbsim.run_folder import staged_run
     from lbsim.runtime.config import DRIVER_LOOPS, check_runnable, driver_of, scheme_kind
-    from lbsim.runtime.dist import Heartbeat, RankInfo, env_rank
+    from lbsim.runtime.dist import Heartbeat, RankInfo, env_rank, rank_device
     from lbsim.runtime.lifeline import die_with_parent
     from lbsim.scenario.loader import load_scenario
     from lbsim.scenario.resolve import resolve_run
@@ -286,9 +285,7 @@ def main(argv: list[str] | None = None) -> int:
 
     @record
     def _run(job: Job) -> None:
-        device = torch.device("cuda", env["local_rank"]) if options.backend == "nccl" else torch.device("cpu")
-        if device.type == "cuda":
-            torch.cuda.set_device(device)
+        device = rank_device(options.compute_device(), env["local_rank"])
         dist.init_process_group(options.backend, init_method="env://", rank=env["rank"], world_size=env["world"],
                                 timeout=datetime.timedelta(seconds=options.timeout_s))
         info = RankInfo(env["rank"], env["world"], env["local_rank"], options.backend, device)
@@ -317,7 +314,7 @@ def default_out(scenario: str, leaf: str) -> Path:
 def options_from_args(args: Any) -> RuntimeOptions:
     """The :class:`RuntimeOptions` of parsed ``lbsim train``-style arguments."""
     opts = RuntimeOptions()
-    fields = {"backend": "backend", "contention": "contention", "threads": "threads", "affinity": "affinity",
+    fields = {"backend": "backend", "device": "device", "contention": "contention", "threads": "threads", "affinity": "affinity",
               "model": "model", "hidden": "hidden", "lr": "lr", "dtype": "dtype", "timeout_s": "timeout_s"}
     values = {k: getattr(args, a) for k, a in fields.items() if getattr(args, a, None) is not None}
     return replace(opts, **values)
