@@ -90,6 +90,7 @@ def test_cuda_clock_measures_kernels_not_launches() -> None:
 
     dev = torch.device("cuda", 0)
     a = torch.randn(4096, 4096, device=dev)
+    (a @ a).norm()  # cuBLAS's one-off set-up (~0.1 s of host time, which the GPU's clock would count as idle)
     torch.cuda.synchronize(dev)
     clock = StepClock(dev)
     clock.start()
@@ -109,6 +110,28 @@ def test_cuda_clock_measures_kernels_not_launches() -> None:
     torch.cuda.synchronize(dev)
     synced = time.perf_counter() - t
     assert 0.5 * synced < measured < 2.0 * synced
+
+
+@needs_gpu
+def test_a_lap_read_later_is_the_same_time_and_does_not_block_the_step() -> None:
+    """``lap()`` records no synchronisation: the host returns while the GPU still works; reading the
+    lap later gives the kernels' time, as reading it at once does."""
+    from lbsim.runtime.ddp import StepClock
+
+    dev = torch.device("cuda", 0)
+    a = torch.randn(4096, 4096, device=dev)
+    (a @ a).norm()
+    torch.cuda.synchronize(dev)
+    clock = StepClock(dev)
+    clock.start()
+    for _ in range(40):
+        a = a @ a
+        a = a / a.norm()
+    clock.mark()
+    lap = clock.lap()
+    assert not torch.cuda.Event.query(clock._last_ev)  # the GPU is still busy: lap() did not wait for it
+    later = lap.seconds()
+    assert later > 0 and lap.seconds() == later
 
 
 @needs_gpu

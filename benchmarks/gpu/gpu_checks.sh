@@ -37,16 +37,16 @@ T0=$(date +%s)
 left() { echo $(( DEADLINE_S - ($(date +%s) - T0) )); }
 mkdir -p "$OUT/logs" "$OUT/work"
 cd "$(dirname "$0")/../.."
-# simpy and polars, where the machine lacks them, travel as wheels in .whl/ (docs/runtime.md)
+# simpy and polars, where the machine lacks them, travel as wheels in .whl/ (docs/runtime.md); installed
+# into the interpreter itself, so the tests' subprocesses (which set PYTHONPATH to the repository) find them
 if [ -d .whl ] && ! python3 -c "import simpy, polars" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl
 fi
+export PYTHONPATH=$PWD
+CORES=$(python3 -c "import os; print(len(os.sched_getaffinity(0)))")  # before OMP_NUM_THREADS (nproc honours it)
 export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=1
 FG="taskset -c 0-3"  # the foreground steps' cores; the validations get 4-7, 8-11, 12-15
-[ "$(nproc)" -lt 16 ] && FG=""
+[ "$CORES" -lt 16 ] && FG=""
 
 step() {  # step NAME LIMIT_S CMD...: run with a time limit, log, one line in steps.txt
   local name=$1 limit=$2 start rc
@@ -66,7 +66,7 @@ validate_bg() {  # validate_bg NAME CORES SCENARIO SCHEMES [--set ...]
   shift 4
   local reps=3 q=()
   [ "$QUICK" = 1 ] && reps=1 && q=(--set workload.updates=8)
-  local pin=""; [ "$(nproc)" -ge 16 ] && pin="taskset -c $cores"
+  local pin=""; [ "$CORES" -ge 16 ] && pin="taskset -c $cores"
   ( start=$(date +%s)
     timeout $(( $(left) - 15 )) $pin python3 -m lbsim validate "$scen" --schemes "$schemes" --repeats $reps "$@" "${q[@]}" \
       --out "$OUT/work/validate_$name" -q > "$OUT/logs/validate_$name.log" 2>&1
@@ -82,7 +82,8 @@ if has validate; then
 fi
 
 if has env; then
-  step env 60 bash -c 'nvidia-smi; nproc; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.is_available(), torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"; python3 -m pip list 2>/dev/null | grep -i -E "^(torch|torchvision|numpy|simpy|polars|pandas|scipy|pytest|hypothesis) "'
+  echo "cores: $CORES, foreground: ${FG:-unpinned}" > "$OUT/logs/cores.log"
+  step env 60 bash -c 'nvidia-smi; python3 -c "import torch, sys; print(sys.version); print(torch.__version__, torch.version.cuda, torch.backends.cudnn.version(), torch.cuda.is_available(), torch.cuda.device_count(), torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)"; python3 -m pip list 2>/dev/null | grep -i -E "^(torch|torchvision|numpy|simpy|polars|pandas|scipy|pytest|hypothesis) "'
 fi
 
 if has tests; then
@@ -106,8 +107,8 @@ fi
 
 if has clock; then
   if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
-    step clock_cnn 90 $FG python3 benchmarks/bench_cuda_clock.py --model cnn --pairs 10
-    step clock_mlp 90 $FG python3 benchmarks/bench_cuda_clock.py --model mlp --pairs 10
+    step clock_cnn 90 $FG python3 benchmarks/bench_cuda_clock.py --model cnn --pairs 6
+    step clock_mlp 90 $FG python3 benchmarks/bench_cuda_clock.py --model mlp --pairs 6
   fi
 fi
 

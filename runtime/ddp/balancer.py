@@ -53,7 +53,7 @@ import torch.distributed as dist
 from lbsim.runtime.ddp.decision import Decider, round_observation
 from lbsim.runtime.ddp.hook import weighted_sum_hook
 from lbsim.runtime.ddp.inject import SlowedRank
-from lbsim.runtime.ddp.timing import StepClock
+from lbsim.runtime.ddp.timing import Lap, StepClock
 from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.lbbsp import LBBSPConfig
@@ -148,7 +148,8 @@ class LoadBalancer:
         self.decide_every = decide_every
         self.batches_run = self.batches  # the batches of the current observation window
         self._calls = 0
-        self._window = [0.0, 0.0, 0.0]  # steps observed, their compute time, a shortened step among them
+        self._window = [0.0, 0.0, 0.0]  # steps observed, their bookkeeping time, a shortened step among them
+        self._laps: list[Lap] = []  # the window's steps' compute times, read when the window is
         self._inflight: tuple[Any, torch.Tensor] | None = None  # in flight: all_gather of the last observation
         self._decision: tuple[int, ...] | None = None  # rank 0: decided, not yet sent
 
@@ -186,7 +187,8 @@ class LoadBalancer:
         if self.step_batches is not None:  # the step just finished joins this window's observation
             if self._observable:
                 self._window[0] += 1.0
-                self._window[1] += self.clock.elapsed_s() + self._pre_s  # its share of the bookkeeping included
+                self._window[1] += self._pre_s  # its share of the bookkeeping, counted as its work
+                self._laps.append(self.clock.lap())  # its compute time, read when the window is (one GPU sync)
             else:
                 self._window[2] = 1.0  # an epoch's shortened last step: the window teaches nothing
             self.step_batches = None
@@ -209,8 +211,10 @@ class LoadBalancer:
         row = [0.0] * width
         steps, busy_s, spoilt = self._window
         if steps > 0 and not spoilt:  # one step's batch and mean compute time over the window (same batches)
+            busy_s += sum(lap.seconds() for lap in self._laps)
             row[:4] = [float(self.batches_run[self.rank]), busy_s / steps, *self._readings()]
         self._window = [0.0, 0.0, 0.0]
+        self._laps = []
         self.batches_run = self.batches
         return row
 

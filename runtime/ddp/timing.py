@@ -9,9 +9,15 @@ ready; the last mark is the end of the rank's own work.
 
 * CPU: ``time.perf_counter()`` at the start and at each mark (work on the calling thread is done).
 * CUDA: kernels are asynchronous, so host clocks measure launch, not work. A ``torch.cuda.Event``
-  is recorded on the current stream at the start and at each mark; the elapsed time is read
-  (``end.synchronize(); start.elapsed_time(end)``) only when the next decision needs it, after the
-  optimizer step, so measuring adds no synchronisation inside the step.
+  is recorded on the current stream at the start and at each mark; the elapsed time
+  (``end.synchronize(); start.elapsed_time(end)``) is the GPU's time from the start to the last
+  bucket, host-side gaps (Python, data loading) included, as a rank's work should be.
+
+Reading a CUDA time waits for the GPU to reach the step's last mark: a host-GPU synchronisation
+that drains the launch queue. :meth:`StepClock.lap` therefore ends a step *without* reading it; the
+:class:`Lap` is read (:meth:`Lap.seconds`) when a decision needs it — the balancer reads a window's
+laps once per window (``decide_every`` steps), when the older ones are long done, so the clock
+costs one synchronisation per window instead of one per step (benchmarks/bench_cuda_clock.py).
 """
 
 from __future__ import annotations
@@ -20,6 +26,23 @@ import time
 from typing import Any
 
 import torch
+
+
+class Lap:
+    """One step's compute time, read on demand: a float on the CPU, an event pair on CUDA."""
+
+    __slots__ = ("_s", "_start_ev", "_end_ev")
+
+    def __init__(self, seconds: float | None = None, start_ev: Any = None, end_ev: Any = None) -> None:
+        self._s, self._start_ev, self._end_ev = seconds, start_ev, end_ev
+
+    def seconds(self) -> float:
+        """The step's compute time (waits for the GPU to reach the step's last mark if it has not)."""
+        if self._s is None:
+            self._end_ev.synchronize()
+            self._s = float(self._start_ev.elapsed_time(self._end_ev)) / 1000.0
+            self._start_ev = self._end_ev = None
+        return self._s
 
 
 class StepClock:
@@ -53,10 +76,14 @@ class StepClock:
     def marked(self) -> bool:
         return self._last_s is not None
 
-    def elapsed_s(self) -> float:
-        """Start to last mark (start to now if nothing was marked: a step without gradients)."""
+    def lap(self) -> Lap:
+        """This step's compute time, start to last mark (to now if nothing was marked: a step
+        without gradients), to be read later; on CUDA reading it is the only synchronisation."""
         if self.cuda and self._last_ev is not None:
-            self._last_ev.synchronize()
-            return float(self._start_ev.elapsed_time(self._last_ev)) / 1000.0
+            return Lap(start_ev=self._start_ev, end_ev=self._last_ev)
         end = self._last_s if self._last_s is not None else time.perf_counter()
-        return end - self._start_s
+        return Lap(end - self._start_s)
+
+    def elapsed_s(self) -> float:
+        """Start to last mark, read now (:meth:`lap` then :meth:`Lap.seconds`)."""
+        return self.lap().seconds()
