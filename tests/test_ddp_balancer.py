@@ -4,8 +4,9 @@ Work per sample is a fixed sleep (3 ms), so the ranks' speeds are known whatever
 load; rank 2 is slowed 3x by the runtime's emulated contention (per bucket). Closed form for the
 ``cpu`` variant: speeds 1 : 1 : 1/3 of B = 42 give batches (18, 18, 6). Checked: every rank used
 the same batches at every step (the broadcast decision), each epoch's samples were each seen
-exactly once across ranks, and over the last two epochs the split averages within 1 sample of (18, 18, 6), every step
-within 2 (a loaded machine's scheduling noise moves single measurements). Three runs: lag 2 (decisions in flight)
+exactly once across ranks, and over the last two epochs every step's split is within 2 samples of (18, 18, 6)
+(a loaded machine's scheduling noise moves single measurements) and its step time, on average, within the
+library's dead band (10 %) of the optimum plus one sample. Three runs: lag 2 (decisions in flight)
 deciding every step and every 2 steps, and lag 0 (decided before the next step, the mode lbsim's own loop runs in).
 """
 
@@ -116,9 +117,13 @@ def test_split_converges_to_the_closed_form(ranks: list[dict[str, list]], run: s
         assert all(history[k] == history[k + 1] for k in range(5, len(history) - 1, 2))
         assert len({tuple(b) for b in history}) > 1  # and it does re-size
     late = history[-12:]  # the last two epochs
-    for r, want in enumerate((18, 18, 6)):  # the split on average, each step within 2 (the box's noise)
-        assert abs(sum(b[r] for b in late) / len(late) - want) <= 1.0, late
+    for r, want in enumerate((18, 18, 6)):  # each step within 2 of the closed form (the box's noise)
         assert all(abs(b[r] - want) <= 2 for b in late), late
+    # The library keeps a split whose predicted step is within split_dead_band (0.1) of the best one, so
+    # (19, 17, 6) is as settled as (18, 18, 6): on average the split's step (in sample-times of a fast
+    # rank; rank 2 is 3x slower) is within the dead band of the optimum 18, plus one sample of noise.
+    step = sum(max(b[0], b[1], 3 * b[2]) for b in late) / len(late)
+    assert step <= 1.1 * 18 + 1, late
 
 
 def test_cpu_clock_stops_at_the_last_mark() -> None:

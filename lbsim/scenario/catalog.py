@@ -2,8 +2,10 @@
 
 The catalog is the set of default numbers a scenario can refer to by name ("4 x g4dn.xlarge
 training resnet18_cifar10") instead of inventing parameters. Every figure is taken from
-``shared/docs/reference/real-data.md`` (cited as "real-data.md §x [D#]"); nothing was measured by
-lbsim. Anything that is not read or fitted from a source is flagged in ``note`` with "inferred:".
+``shared/docs/reference/real-data.md`` (cited as "real-data.md §x [D#]"), except the entries lbsim
+measured itself: their source names the measurement file shipped in ``data/measured/`` (GPU,
+driver, torch/CUDA/cuDNN versions and date inside it, written by ``lbsim profile-model`` or ``lbsim
+profile``). Anything that is not read or fitted from a source is flagged in ``note`` with "inferred:".
 
 Compute model: one worker's iteration time for a local batch of ``b`` samples is affine,
 
@@ -156,6 +158,19 @@ _INSTANCES.append(InstanceType(
     intra_rated_gbps=_PCIE3_X16_GBPS,
     link_note=_LAT_I + "; rated intra: T4 on PCIe 3.0 x16, 8 GT/s x 16 lanes x 128/130 = 126 Gbit/s one way "
                        "(NVIDIA T4 datasheet: PCIe Gen3 x16; inferred, not in real-data.md)"))
+# p5e.48xlarge: 8 H200 per node. Its compute curves are lbsim's own measurement on one H200 (this
+# project's GPU machine, not an AWS instance); the links are the AWS/NVIDIA specs, as for p4d.
+_H200_DIR = "data/measured/h200_2026-11-26"
+_INSTANCES.append(_inst(
+    "p5e.48xlarge", "gpu", "H200 141GB", 24, 3200.0 / 8,
+    "modelled per GPU: one worker = 1 of the 8 H200 141 GB GPUs of a p5e.48xlarge; its share of the 3200 "
+    "Gbit/s EFA node (3200/8 = 400 Gbit/s) is capped at the 5 Gbit/s single-flow limit (inferred: one TCP "
+    f"flow per worker, no EFA/NCCL plugin); vcpus = 192/8 per GPU ({_VCPU_I})",
+    "inferred: AWS p5e.48xlarge spec (8x H200, 3200 Gbit/s EFA, 192 vCPU; not in real-data.md); "
+    "real-data.md §3.2 [D20] AWS 5 Gbit/s single-flow cap",
+    gpus_per_node=8, intra_bandwidth_gbps=450 * 8, intra_latency_s=1e-5,
+    link_note="inferred: intra = NVLink 4 (H100/H200) 900 GB/s bidirectional per GPU, 450 GB/s = 3600 Gbit/s "
+              "one way (NVIDIA spec, not in real-data.md); " + _LAT_I))
 INSTANCES: Mapping[str, InstanceType] = MappingProxyType({i.name: i for i in _INSTANCES})
 
 _MODELS = [
@@ -171,6 +186,17 @@ _MODELS = [
                  "BERT-base (110 M params) SQuAD fine-tune, seq 384; 110 M x 4 B = 440 MB fp32 "
                  "gradient (inferred, real-data.md §3.3 / §1.6 give ~440 MB as I)",
                  "real-data.md §3.3 (I); workload as in §1.1 [D1][D2]"),
+]
+# The examples' models, measured by lbsim on a GPU (data/measured/): the DDP example's CNN and the
+# runtime's MLP (hidden 4096, as scenarios/validation/cpu4.yaml), both on the bundled 8x8 digits.
+_MODELS += [
+    ModelProfile("digits_cnn", 605_480,
+                 "examples/ddp_digits.py's Net (two 3x3 convolutions, GroupNorm, two linear layers) on 8x8 digits; "
+                 "151,370 fp32 parameters x 4 B",
+                 f"measured: lbsim profile-model, {_H200_DIR}/digits_cnn.json (parameter count)"),
+    ModelProfile("digits_mlp", 1_228_840,
+                 "the runtime's MLP (lbsim.runtime.model, hidden 4096) on 8x8 digits; 307,210 fp32 parameters x 4 B",
+                 f"measured: lbsim profile, {_H200_DIR}/digits_mlp_lbsim_profile.json (gradient_bytes)"),
 ]
 MODELS: Mapping[str, ModelProfile] = MappingProxyType({m.name: m for m in _MODELS})
 
@@ -270,6 +296,26 @@ _PERF = [
     Performance("resnet50_imagenet", "c5.xlarge", 0.0, _c5(4), 1024, _CPU_SRC,
                 f"inferred: 69 x (4/72)^{_C5_EXP:.3f} (sub-linear vCPU scaling, §5.1); "
                 + _CPU_T0 + "; " + _CPU_CAP),
+]
+# H200 (one GPU of p5e.48xlarge): lbsim's own measurements (lbsim profile-model / lbsim profile on an
+# NVIDIA H200, driver 580.159.04, torch 2.11.0+cu130, CUDA 13.0, cuDNN 9.19, 2026-11-26; the files hold
+# every timed size, the fit's R^2 and residuals). max_batch: the peak allocated memory of a step, affine
+# in b, extrapolated to 90 % of the GPU's memory (an estimate, not an observed OOM).
+_H200_SRC = "measured: lbsim profile-model on one NVIDIA H200 (torch 2.11.0+cu130, CUDA 13.0, driver 580.159.04), 2026-11-26"
+_PERF += [
+    Performance("resnet50_imagenet", "p5e.48xlarge", 0.007535, 2589, 3011, f"{_H200_SRC}, {_H200_DIR}/resnet50_bf16.json",
+                "inferred: max_batch extrapolated from peak memory. torchvision resnet50 (no weights), 3x224x224, "
+                "bf16 autocast (the other GPUs' entries are apex AMP fp16), NCHW, batches 32-256, median of 10 "
+                "steps each, R^2 0.997; fp32 (TF32 convolutions): t0 0.00638 s, X 2318 img/s, cap ~1554 "
+                f"({_H200_DIR}/resnet50_fp32.json)"),
+    Performance("digits_cnn", "p5e.48xlarge", 0.001777, 2209460, 65536, f"{_H200_SRC}, {_H200_DIR}/digits_cnn.json",
+                "inferred: max_batch is profile-model's bound (65536), memory would allow more. fp32, batches "
+                "256-16384, median of 10 steps, R^2 0.993: launch-bound below ~1024 samples (2.2 ms flat), so "
+                "the affine curve is off by up to 13 % there"),
+    Performance("digits_mlp", "p5e.48xlarge", 0.001613, 7159690, 1024, f"measured: lbsim profile on one NVIDIA H200 "
+                f"(1 NCCL rank, torch 2.11.0+cu130), 2026-11-26, {_H200_DIR}/digits_mlp_lbsim_profile.json",
+                "inferred: max_batch = the scenario's cap, not a memory limit. The runtime's training step at "
+                "batches 512-1024, trimmed means of 8 rounds: launch-bound (1.69-1.76 ms), so X is poorly determined"),
 ]
 # Deliberately absent (no defensible figure in real-data.md): resnet18_cifar10 on K80/M60/CPU
 # (only 224x224 Torch7 or noisy Gavel points, §1.3), bert_base_squad on A10G (Lambda A10/V100 ratio
