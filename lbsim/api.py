@@ -13,13 +13,13 @@ record dtypes (int64, float64, bool), and ``.save(dir, format=...)``, which writ
 files ``lbsim run --out dir`` writes. A simulated run's frames come from the engine's columns; a
 loaded run's from its files; the two are equal, value for value (CSV floats round-trip exactly).
 
-This module is a front end like the CLI: it imports the simulator inside :func:`simulate` only
+This module is a front door like the CLI: :func:`simulate`, :func:`compare` and ``.save`` go through
+the run lifecycle (:mod:`lbsim.lifecycle`) with the CLI's guards; it never imports an engine
 (tests/test_import_boundary.py).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.lifecycle.execute import CompareOutcome, RunOutcome
 from lbsim.metrics.writers import Format
 from lbsim.results import (
     compare_schemes,
@@ -50,34 +51,6 @@ def _path(path: Any, what: str, expected: str = "a path (str or pathlib.Path)") 
     return Path(path)
 
 
-def _overrides(overrides: Mapping[str, Any] | None) -> list[str]:
-    """A mapping of dotted keys to values as ``--set KEY=VALUE`` strings (values as YAML/JSON)."""
-    if overrides is not None and not isinstance(overrides, Mapping):
-        raise TypeError(f"overrides: expected a mapping of dotted keys to values, e.g. {{'workload.updates': 50}}, "
-                        f"got {type(overrides).__name__}")
-    out = []
-    for key, value in (overrides or {}).items():
-        text = value if isinstance(value, str) else json.dumps(value)
-        out.append(f"{key}={text}")
-    return out
-
-
-def _scenario(scenario: str | Path | Scenario, scheme: str | None, overrides: Mapping[str, Any] | None) -> Scenario:
-    """A path is loaded as ``lbsim run PATH --scheme S --set ...``; a loaded scenario is re-validated
-    with the scheme switched and the overrides applied (its trace paths are already absolute)."""
-    from lbsim.scenario.loader import load_scenario, scenario_data, scenario_from_data, with_scheme
-    from lbsim.scenario.overrides import apply_overrides
-
-    if not isinstance(scenario, Scenario):
-        return load_scenario(_path(scenario, "scenario", "a YAML path (str or pathlib.Path) or a loaded Scenario"), _overrides(overrides), scheme=scheme)
-    if scheme is None and not overrides:
-        return scenario
-    data = scenario_data(scenario)
-    if scheme is not None:
-        data = with_scheme(data, scheme)
-    return scenario_from_data(apply_overrides(data, _overrides(overrides)))
-
-
 @dataclass
 class Run:
     """One run's results: ``summary`` (dict) and its tables as pandas DataFrames."""
@@ -86,7 +59,7 @@ class Run:
     scenario: Scenario | None = None
     path: Path | None = None  # the folder it was loaded from or last saved to
     _columns: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)  # name -> numpy columns
-    _records: Any = field(default=None, repr=False)  # the engine's result, for save()
+    _outcome: RunOutcome | None = field(default=None, repr=False)  # the lifecycle's outcome, for save()
     _frames: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def table(self, name: str) -> Any:
@@ -119,29 +92,34 @@ class Run:
         return self.table("numerics")
 
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002 - as the CLI's --format
-        """Write the run folder ``out`` as ``lbsim run --out out --format format`` would; returns ``out``."""
-        from lbsim.output import write_run, write_run_header
+        """Write the run folder ``out`` as ``lbsim run --out out --format format`` would (staged: ``out``
+        holds this whole run or what it held before); returns ``out``."""
+        from lbsim.lifecycle import save_run
 
-        if self._records is None or self.scenario is None:
+        if self._outcome is None:
             raise ValueError("only a simulated run can be saved (a loaded one is already on disk)")
-        folder = Path(out)
-        write_run_header(folder, self.scenario, ["python", "lbsim.api", *sys.argv])
-        r = self._records
-        write_run(folder, r.iterations, r.updates, r.summary, r.decisions, r.numerics, fmt=format)
-        self.path = folder
-        return folder
+        self.path = save_run(_path(out, "out"), self._outcome, argv=_argv(), fmt=format, option="out")
+        return self.path
 
 
-def _run_from_result(scenario: Scenario, result: Any) -> Run:
+def _argv() -> list[str]:
+    """invocation.json's command of a run saved from Python."""
+    return ["python", "lbsim.api", *sys.argv]
+
+
+def _run(outcome: RunOutcome) -> Run:
+    """A :class:`Run` of the lifecycle's outcome (records kept), its tables as the engine's columns."""
     from lbsim.metrics.writers import rows_to_columns
 
+    result = outcome.result
+    if result is None:
+        raise ValueError("the lifecycle dropped this run's records")
     cols: dict[str, dict[str, Any]] = {
         "iterations": dict(result.iterations.columns), "updates": dict(result.updates.columns)}
-    for name in ("decisions", "numerics"):
-        rows = getattr(result, name, ())
+    for name, rows in (("decisions", result.decisions), ("numerics", result.numerics)):
         if len(rows):
             cols[name] = rows_to_columns(rows)
-    return Run(summary=result.summary, scenario=scenario, _columns=cols, _records=result)
+    return Run(summary=outcome.summary, scenario=outcome.spec.scenario, path=outcome.path, _columns=cols, _outcome=outcome)
 
 
 def simulate(scenario: str | Path | Scenario, *, scheme: str | None = None,
@@ -151,58 +129,66 @@ def simulate(scenario: str | Path | Scenario, *, scheme: str | None = None,
 
     Invalid input raises :class:`lbsim.errors.InputError` naming the key path; an argument of the wrong
     type (a scenario that is neither a path nor a Scenario, overrides that are not a mapping) a TypeError.
+    The run goes through the same lifecycle and guards as ``lbsim run`` (:mod:`lbsim.lifecycle`).
     """
-    from lbsim.simulator.run import simulate as engine
+    from lbsim import lifecycle
 
-    sc = _scenario(scenario, scheme, overrides)
-    return _run_from_result(sc, engine(sc))
+    return _run(lifecycle.run(lifecycle.plan_run(scenario, scheme=scheme, overrides=overrides)))
 
 
 @dataclass
 class Comparison:
-    """``compare``'s results: ``table`` (compare.csv as a DataFrame) and ``runs`` by scheme name."""
+    """``compare``'s results: ``table`` (compare.csv as a DataFrame), ``runs`` by scheme name and
+    ``baseline`` (the scheme ``speedup_vs_baseline`` is measured against)."""
 
     table: Any
     runs: dict[str, Run]
     path: Path | None = None
+    baseline: str | None = None
+    _outcome: CompareOutcome | None = field(default=None, repr=False)
 
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002
-        """Write ``out/<scheme>/`` for each run and ``out/compare.csv``, as ``lbsim compare --out out``."""
-        from lbsim.metrics.summary import add_speedups
-        from lbsim.output import write_compare_table
+        """Write ``out/<scheme>/`` for each run and ``out/compare.csv``, as ``lbsim compare --out out``
+        (staged: ``out`` holds this whole comparison or what it held before)."""
+        from lbsim.lifecycle import save_compare
 
-        folder = Path(out)
-        summaries = [dict(r.summary) for r in self.runs.values()]
-        add_speedups(summaries)
-        for name, run in self.runs.items():
-            run.save(folder / name, format=format)
-        write_compare_table(folder, summaries)
+        if self._outcome is None:
+            raise ValueError("only a computed comparison can be saved (a loaded one is already on disk)")
+        folder = save_compare(_path(out, "out"), self._outcome, argv=_argv(), fmt=format, option="out")
         self.path = folder
+        for name, run in self.runs.items():
+            run.path = folder / name
         return folder
 
 
-def _summary_frame(summaries: Sequence[dict[str, Any]]) -> Any:
+def _summary_frame(rows: Sequence[dict[str, Any]]) -> Any:
     import pandas as pd
 
     from lbsim.metrics.summary import compare_columns
 
-    columns = compare_columns(summaries)
-    return pd.DataFrame([{c: s.get(c) for c in columns} for s in summaries], columns=columns)
+    columns = compare_columns(rows)
+    return pd.DataFrame([{c: s.get(c) for c in columns} for s in rows], columns=columns)
 
 
-def compare(scenario: str | Path | Scenario, schemes: Sequence[str], *,
-            overrides: Mapping[str, Any] | None = None) -> Comparison:
-    """The same scenario and seed under each of ``schemes`` (the first is the baseline of the speedups)."""
-    from lbsim.metrics.summary import add_speedups
+def compare(scenario: str | Path | Scenario, schemes: str | Sequence[str], *,
+            overrides: Mapping[str, Any] | None = None, baseline: str | None = None, cross_family: bool = False,
+            network_variant: Mapping[str, Any] | None = None) -> Comparison:
+    """The same scenario and seed under each of ``schemes`` (``"bsp,asp"`` or ``["bsp", "asp"]``).
 
-    names = list(schemes)
-    if not names or len(set(names)) != len(names):
-        raise InputError("schemes", f"give distinct scheme names, got {names}")
-    scenarios = {n: _scenario(scenario, n, overrides) for n in names}  # all validated before any runs
-    runs = {n: simulate(sc) for n, sc in scenarios.items()}
-    rows = [dict(r.summary) for r in runs.values()]  # each run's summary stays as its summary.json
-    add_speedups(rows)
-    return Comparison(_summary_frame(rows), runs)
+    ``speedup_vs_first`` is measured against the first scheme, ``speedup_vs_baseline`` against
+    ``baseline`` (default: the first; with ``cross_family``, ``bsp`` over the all-reduce). With
+    ``cross_family`` every scheme runs on its family's network (parameter-server schemes on a parameter
+    server, the others on an all-reduce), the one the scenario lacks derived from it (docs/design.md,
+    Cross-family compare; ``network_variant={"parameter_server.shards": 8}`` overrides a derived key).
+    The same lifecycle and guards as ``lbsim compare``, equal work included.
+    """
+    from lbsim import lifecycle
+
+    plan = lifecycle.plan_compare(scenario, schemes, overrides=overrides, baseline=baseline, cross_family=cross_family,
+                                  network_variant=network_variant)
+    outcome = lifecycle.compare(plan)
+    runs = {r.label: _run(r) for r in outcome.runs}
+    return Comparison(_summary_frame(outcome.rows), runs, baseline=plan.baseline, _outcome=outcome)
 
 
 @dataclass
@@ -248,7 +234,9 @@ def load(path: str | Path) -> Run | Comparison | Sweep:
         return Sweep(p, str(meta.get("name") or p.name), list(meta.get("columns", [])), results)
     if is_compare_dir(p):
         runs = {n: load_run(p / n) for n in compare_schemes(p)}
-        return Comparison(to_pandas(read_frame(p / "compare.csv")), runs, p)
+        table = to_pandas(read_frame(p / "compare.csv"))
+        baseline = str(table["baseline"].iloc[0]) if "baseline" in table.columns and len(table) else None
+        return Comparison(table, runs, p, baseline)
     if is_run_dir(p):
         return load_run(p)
     raise InputError(str(path), "not a run, compare or sweep folder (summary.json, compare.csv or results.csv)")

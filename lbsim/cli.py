@@ -18,7 +18,6 @@ from lbsim.arguments import OneLineParser as _Parser
 from lbsim.arguments import one_line as _one_line
 from lbsim.arguments import runtime_arguments, scenario_arguments, train_arguments
 from lbsim.errors import InputError
-from lbsim.limits import MAX_JOBS
 from lbsim.metrics.writers import FORMATS
 from lbsim.version import __version__
 
@@ -51,174 +50,81 @@ def _table(rows: Sequence[dict[str, Any]], title: str, extra: Sequence[tuple[str
     Console(width=max(200 if extra[1:] else 160, Console().width)).print(table)
 
 
-def _default_out(file: str, leaf: str) -> Path:
-    return Path("runs") / Path(file).name.split(".")[0] / leaf
-
-
 def _out_dir(args: argparse.Namespace, leaf: str, default: Path | None = None) -> Path:
-    """The output directory (``--out``, else ``default``, else runs/<scenario>/<leaf>); an existing
-    path that is not a directory is invalid input."""
-    out = Path(args.out) if args.out else default if default is not None else _default_out(args.scenario, leaf)
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise InputError("--out", f"{p} exists and is not a directory; give a directory path")
-            break
-    return out
+    """The command's output folder: ``--out``, else ``default``, else ``runs/<scenario>/<leaf>``; checked."""
+    from lbsim.lifecycle.guards import default_out, out_folder
 
-
-def _check_scheme_names(option: str, names: Sequence[str]) -> None:
-    """Every name is a registered scheme, or an InputError listing the valid ones."""
-    import difflib
-
-    from lbsim.schemes.registry import scheme_names
-
-    valid = scheme_names()
-    for name in names:
-        if name not in valid:
-            close = difflib.get_close_matches(name, valid, n=1, cutoff=0.75)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise InputError(option, f"unknown scheme {name!r}{hint}; valid: {', '.join(valid)}")
+    return out_folder(args.out, default if default is not None else default_out(args.scenario, leaf))
 
 
 _ARGV: list[str] = []  # this invocation's arguments, for invocation.json
-SIMULATE_SHARE = 0.7  # of the progress bar; writing the files is the rest
 
 
-def _run_one(scenario: Any, out: Path, label: str, *, trace: str | None = None, fmt: str = "csv") -> dict[str, Any]:
-    from lbsim.output import write_run, write_run_header
-    from lbsim.progress import LazyProgress
-    from lbsim.simulator.run import simulate
-
-    write_run_header(out, scenario, ["lbsim", *_ARGV])
-    with LazyProgress(f"{label}: simulate") as bar:
-        result = simulate(scenario, progress=lambda f: bar.update(SIMULATE_SHARE * f))
-        shares = iter((SIMULATE_SHARE, 0.95, 0.97, 0.99))  # iterations is by far the largest table
-        write_run(out, result.iterations, result.updates, result.summary, result.decisions, result.numerics,
-                  fmt=fmt, on_file=lambda name: bar.update(next(shares, 0.99), f"{label}: write {name}"))  # type: ignore[arg-type]
-        if trace:
-            bar.update(0.99, f"{label}: write trace")
-            _write_trace(out, scenario, result, trace)
-    return result.summary
-
-
-def _write_trace(out: Path, scenario: Any, result: Any, kind: str = "json") -> None:
-    """``out/trace.json`` (or ``trace.json.gz``): the worker timelines in Chrome trace-event format (Perfetto)."""
-    from lbsim.metrics.trace import chrome_trace, trace_bytes
-    from lbsim.metrics.writers import atomic_write_bytes
-    from lbsim.scenario.resolve import resolve_workers
-
-    workers = resolve_workers(scenario)
-    names = [f"w{w.index} {w.instance}" for w in workers]
-    meta = {k: result.summary.get(k) for k in ("scheme", "seed", "engine", "workers")}
-    net = scenario.network
-    apply_each_s = net.apply_s / net.shards if getattr(net, "kind", "") == "parameter_server" else None
-    trace = chrome_trace(result.iterations, result.updates, worker_names=names, metadata={"scenario": scenario.name, **meta},
-                         nominal_compute_s=[w.compute_s for w in workers], apply_each_s=apply_each_s)
-    atomic_write_bytes(out / ("trace.json.gz" if kind == "gz" else "trace.json"), trace_bytes(trace, gz=kind == "gz"))
+def _argv() -> list[str]:
+    return ["lbsim", *_ARGV]
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lbsim.scenario.loader import load_scenario
+    from lbsim import lifecycle
 
-    if args.scheme is not None:
-        _check_scheme_names("--scheme", [args.scheme])
-    scenario = load_scenario(args.scenario, args.set, scheme=args.scheme)
-    name = scenario.scheme.kind  # type: ignore[attr-defined]
-    out = _out_dir(args, name)
+    spec = lifecycle.plan_run(args.scenario, scheme=args.scheme, overrides=args.set, option="--scheme")
+    out = _out_dir(args, spec.label)
+    finish = None
     if args.plots:
         from lbsim.plots.style import matplotlib_figure_class
 
         matplotlib_figure_class()  # missing matplotlib is reported before anything runs
-    from lbsim.run_folder import staged_run
+        from lbsim.plots import plot_dir
 
-    with staged_run(out) as stage:  # the folder holds this whole run, or the previous one
-        summary = _run_one(scenario, stage, name, trace=args.trace, fmt=args.format)
-        if args.plots:
-            from lbsim.plots import plot_dir
-
+        def finish(stage: Path) -> None:
             plot_dir(stage)
+
+    outcome = lifecycle.run(spec, out, argv=_argv(), fmt=args.format, trace=args.trace, progress=None, finish=finish)
     if not args.quiet:
-        _table([summary], f"{scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
+        summary = outcome.summary
+        _table([summary], f"{spec.scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
         print(f"results in {out}/")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lbsim.metrics.summary import add_speedups
-    from lbsim.output import write_compare_table
-    from lbsim.run_folder import staged_run
-    from lbsim.scenario.loader import load_scenario
+    from lbsim import lifecycle
 
-    names = [s.strip() for s in args.schemes.split(",") if s.strip()]
-    if not names:
-        raise InputError("--schemes", "give a comma-separated list of scheme names (see `lbsim schemes`)")
-    if len(set(names)) != len(names):
-        raise InputError("--schemes", f"a scheme is listed twice: {args.schemes}")
-    _check_scheme_names("--schemes", names)
-    scenarios = []
-    for n in names:  # every scheme is validated before anything is run or written
-        try:
-            scenarios.append(load_scenario(args.scenario, args.set, scheme=n))
-        except InputError as err:
-            try:  # an error that does not depend on the scheme is reported as it is
-                load_scenario(args.scenario, args.set)
-            except InputError as plain:
-                if str(plain) == str(err):
-                    raise err from None
-            raise InputError(err.path, f"{err.message} (with scheme {n} from --schemes)") from None
-    _check_equal_work(scenarios, names)
+    plan = lifecycle.plan_compare(args.scenario, args.schemes, overrides=args.set, baseline=args.baseline,
+                                  cross_family=args.cross_family, network_variant=args.network_variant,
+                                  option="--schemes", baseline_option="--baseline", variant_option="--network-variant")
     out = _out_dir(args, "compare")
-    with staged_run(out) as stage:  # every scheme's run and compare.csv, swapped in together
-        summaries = [_run_one(sc, stage / n, n, fmt=args.format) for sc, n in zip(scenarios, names, strict=True)]
-        extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {names[0]}", "{:.2f}x"),)
-        if add_speedups(summaries):  # numerics mode: which scheme reaches the target accuracy first
-            extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
-                      ("speedup_time_to_target_vs_first", f"TTA vs {names[0]}", "{:.2f}x"))
-        write_compare_table(stage, summaries)
+    outcome = lifecycle.compare(plan, out, argv=_argv(), fmt=args.format, progress=None)
     if not args.quiet:
-        _table(summaries, f"{scenarios[0].name or args.scenario} — same scenario and seed {summaries[0]['seed']}",
-               extra=extra)
-        print(f"results in {out}/compare.csv")
+        first = plan.labels[0]
+        extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {first}", "{:.2f}x"),)
+        numerics = "speedup_time_to_target_vs_first" in outcome.rows[0]
+        if numerics:  # which scheme reaches the target accuracy first
+            extra += (("final_accuracy", "accuracy", "{:.3f}"), ("time_to_target_s", "to target (s)", "{:.1f}"),
+                      ("speedup_time_to_target_vs_first", f"TTA vs {first}", "{:.2f}x"))
+        if plan.baseline != first or plan.cross_family:
+            extra += (("speedup_vs_baseline", f"vs {plan.describe_baseline()}", "{:.2f}x"),)
+            if numerics:
+                extra += (("speedup_time_to_target_vs_baseline", f"TTA vs {plan.baseline}", "{:.2f}x"),)
+        if plan.cross_family:
+            extra += (("network", "network", "{}"),)
+        seed = outcome.rows[0]["seed"]
+        how = f"same seed {seed}, each scheme on its family's network" if plan.cross_family else f"same scenario and seed {seed}"
+        _table(outcome.rows, f"{plan.runs[0].scenario.name or args.scenario} — {how}", extra=extra)
+        print(f"results in {out}/compare.csv (baseline: {plan.describe_baseline()})")
     return 0
 
 
-def _check_equal_work(scenarios: Sequence[Any], names: Sequence[str]) -> None:
-    """Refuse a stop by model updates across schemes whose update holds different work."""
-    from lbsim.scenario.resolve import build_scheme_for, resolve_workers
-    from lbsim.update_work import unequal_update_work
-
-    updates = scenarios[0].workload.updates
-    if updates is None:
-        return
-    workers = resolve_workers(scenarios[0])
-    why = unequal_update_work([(n, build_scheme_for(sc, workers)) for sc, n in zip(scenarios, names, strict=True)],
-                              len(workers))
-    if why is not None:
-        raise InputError("workload.updates", (
-            f"stopping every scheme at {updates} model updates compares different work ({why}); compare on equal "
-            "samples or equal time: --set workload.updates=null with --set workload.samples=N or "
-            "--set workload.time_budget_s=T"))
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from lbsim.simulator.run import simulate
+    from lbsim.lifecycle.guards import check_jobs, default_out, out_folder
     from lbsim.sweep.backends import DaskPool, LocalPool
     from lbsim.sweep.expand import load_sweep
     from lbsim.sweep.progress import SweepProgress
     from lbsim.sweep.runner import run_sweep
 
-    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
-        raise InputError("-j", f"expected a number of worker processes >= 1 and <= {MAX_JOBS}, got {args.jobs}")
-    if args.jobs is not None and args.scheduler:
-        raise InputError("-j", "with --scheduler the Dask cluster's workers run the sweep; drop -j")
+    check_jobs(args.jobs, args.scheduler)
     sweep = load_sweep(args.sweep, args.set)  # every point is loaded and checked before anything runs
-    out = Path(args.out) if args.out else Path("runs") / Path(args.sweep).name.split(".")[0]
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise InputError("--out", f"{p} exists and is not a directory; give a directory path")
-            break
+    out = out_folder(args.out, default_out(args.sweep))
     if args.plots:
         from lbsim.plots.style import matplotlib_figure_class
 
@@ -226,7 +132,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     backend = DaskPool.connect(args.scheduler) if args.scheduler else LocalPool(args.jobs)
     try:
         with SweepProgress(sweep.name, enabled=False if args.quiet else None) as bar:
-            report = run_sweep(sweep, out, engine=simulate, backend=backend, on_progress=bar.update, fmt=args.format)
+            report = run_sweep(sweep, out, backend=backend, on_progress=bar.update, fmt=args.format)
     finally:
         if isinstance(backend, DaskPool):
             backend.client.close()
@@ -302,11 +208,9 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
             from lbsim.runtime.worker import main as rank_main
 
             return rank_main(_ARGV[_ARGV.index("train") + 1:])
-        if args.scheme is not None:
-            _check_scheme_names("--scheme", [args.scheme])
-        from lbsim.scenario.loader import load_scenario
+        from lbsim.lifecycle import plan_run
 
-        name = load_scenario(args.scenario, args.set, scheme=args.scheme).scheme.kind  # type: ignore[attr-defined]
+        name = plan_run(args.scenario, scheme=args.scheme, overrides=args.set, option="--scheme").label
         return commands.handle(commands.train, args, _out_dir(args, f"runtime/{name}"), _table)
     if command == "profile":
         return commands.handle(commands.profile, args, _out_dir(args, "profile"))
@@ -314,19 +218,24 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
         leaf = args.model.rpartition(":")[2] or "model"
         return commands.handle(commands.profile_model, args, _out_dir(args, leaf, Path("runs") / "profile-model" / leaf))
     if args.schemes is not None:
-        _check_scheme_names("--schemes", [s.strip() for s in args.schemes.split(",") if s.strip()])
+        from lbsim.lifecycle.guards import check_scheme_names
+
+        check_scheme_names("--schemes", [s.strip() for s in args.schemes.split(",") if s.strip()])
 
     def simulate_to(scenario: Any, out: Path, label: str) -> dict[str, Any]:
-        return _run_one(scenario, out, f"simulate {label}")  # imports lbsim.simulator.run inside
+        from lbsim.lifecycle import RunSpec, run_into
+
+        spec = RunSpec(label, scenario)
+        return run_into(out, spec, argv=_argv(), label=f"simulate {label}", progress=None, keep_result=False).summary
 
     return commands.handle(commands.validate, args, _out_dir(args, "validate"), simulate_to)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from lbsim.calibration.command import run
-    from lbsim.simulator.run import simulate
+    from lbsim.lifecycle.engines import default_engine
 
-    return run(args, simulate)
+    return run(args, default_engine())
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -368,7 +277,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     cmp_ = sub.add_parser("compare", help="the same scenario and seed under several schemes")
     scenario_arguments(cmp_)
-    cmp_.add_argument("--schemes", required=True, help="comma-separated scheme names, the first is the baseline")
+    cmp_.add_argument("--schemes", required=True, help="comma-separated scheme names (the first is the baseline "
+                                                        "unless --baseline or --cross-family names another)")
+    cmp_.add_argument("--baseline", metavar="SCHEME", help="the scheme speedup_vs_baseline is measured against "
+                                                           "(default: the first; with --cross-family bsp over the all-reduce, "
+                                                           "plain DDP); run too if --schemes does not list it")
+    cmp_.add_argument("--cross-family", action="store_true",
+                      help="run each scheme on its family's network: parameter-server schemes (asp, ssp, dssp, elastic_bsp, "
+                           "wbsp, backup workers) on a parameter server, the others on an all-reduce; the kind the "
+                           "scenario lacks is derived from it (docs/design.md, Cross-family compare)")
+    cmp_.add_argument("--network-variant", action="append", default=[], metavar="KIND.KEY=VALUE",
+                      help="with --cross-family, override a key of the derived network, e.g. parameter_server.shards=8 "
+                           "or ring_allreduce.algorithm=nccl (repeatable)")
     format_arg(cmp_)
     cmp_.set_defaults(func=cmd_compare)
 

@@ -1,16 +1,18 @@
 """One simulation run: build -> run -> collect (desmod's lifecycle).
 
-:func:`simulate` takes a loaded scenario and returns a :class:`RunResult` with the records and
-the summary; writing files is the caller's job (:mod:`lbsim.output`).
+:func:`simulate` takes a loaded scenario and returns a :class:`~lbsim.engine.RunResult`
+with the records and the summary: it implements the core's engine contract
+(:class:`lbsim.engine.Engine`). Writing files is the run lifecycle's job
+(:mod:`lbsim.lifecycle`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-from lbsim.metrics.records import ColumnRows, IterationRecord, UpdateRecord
+from lbsim.engine import ProgressFn, RunResult
+from lbsim.metrics.records import ColumnRows
 from lbsim.metrics.summary import summarize
 from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.resolve import resolve_run, select_workers
@@ -25,17 +27,10 @@ from lbsim.simulator.wbsp import WBSPDriver
 # Which engine loop carries out a scheme's decisions, by the scheme's ``driver`` attribute.
 DRIVERS = {"sync": SyncDriver, "async": AsyncDriver, "wbsp": WBSPDriver}
 
-
-@dataclass(frozen=True)
-class RunResult:
-    iterations: Sequence[IterationRecord]  # an IterationTable: numpy columns, read as IterationRecord objects
-    updates: Sequence[UpdateRecord]  # an UpdateTable: numpy columns, read as UpdateRecord objects
-    summary: dict[str, Any]
-    decisions: Sequence[dict[str, Any]] = ()  # the scheme's own per-decision log (e.g. ElasticBSP supersteps)
-    numerics: tuple[dict[str, float], ...] = ()  # the learning curve (update, time_s, loss, accuracy) in numerics mode
+__all__ = ["DRIVERS", "RunResult", "build_trainer", "simulate"]
 
 
-def simulate(scenario: Scenario, progress: Callable[[float], None] | None = None, *, fast: bool = True) -> RunResult:
+def simulate(scenario: Scenario, progress: ProgressFn | None = None, *, fast: bool = True) -> RunResult:
     """Run ``scenario``; ``fast=False`` forces the event path where the fast path would apply.
 
     Synchronous scenarios that qualify (ring all-reduce, no backup workers, no data section:

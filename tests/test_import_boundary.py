@@ -13,9 +13,11 @@ Dynamically, in fresh subprocesses (``sys.modules`` after the imports):
 Statically, by parsing every file with :mod:`ast` and walking *all* ``Import``/``ImportFrom`` nodes
 (top level, inside functions, under ``if``/``try``):
 
-* no core file imports the simulator or the runtime, nor ``simpy`` or ``torch`` -- except that
-  **imports inside functions in the front ends ``lbsim/cli.py`` and ``lbsim/api.py``** may import the
-  engines: they load an engine only inside the command or function that needs it;
+* no core file imports the simulator or the runtime, nor ``simpy`` or ``torch`` -- except two imports
+  inside functions, each of one engine: **``lbsim/lifecycle/engines.py`` may import the simulator**
+  (the run lifecycle's default engine, which every front door reaches through the lifecycle) and
+  **``lbsim/cli.py`` may import the runtime** (``train``/``profile``/``validate``); the Python API
+  imports no engine at all;
 * no simulator file imports the runtime or ``torch``; no runtime file imports the simulator or ``simpy``;
 * no engine file imports the command line ``lbsim.cli``, at any depth (a rank parses its arguments
   with :mod:`lbsim.arguments`, which the CLI shares);
@@ -38,7 +40,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 CORE_MODULES = [
-    "lbsim", "lbsim.api", "lbsim.results", "lbsim.scenario.loader", "lbsim.schemes", "lbsim.cli", "lbsim.metrics.summary", "lbsim.contention.model",
+    "lbsim", "lbsim.api", "lbsim.engine", "lbsim.lifecycle", "lbsim.results", "lbsim.scenario.loader", "lbsim.schemes", "lbsim.cli", "lbsim.metrics.summary", "lbsim.contention.model",
 ]
 
 
@@ -156,8 +158,8 @@ FORBIDDEN = {
 }
 
 
-# The two front ends, which choose an engine for the user (design.md): the command line and the Python API.
-FRONT_ENDS = ("lbsim/cli.py", "lbsim/api.py")
+# The core files that choose an engine, inside a function, and which one (design.md, The run lifecycle).
+ENGINE_CHOOSERS = {"lbsim/lifecycle/engines.py": "simulator", "lbsim/cli.py": "runtime"}
 
 
 def _files(folder: str) -> list[Path]:
@@ -174,11 +176,11 @@ def _violations(package: str) -> list[str]:
         for module, line, in_function in _imports(tree):
             if module not in FORBIDDEN[package]:
                 continue
-            if rel in FRONT_ENDS and in_function and module in ("simulator", "runtime"):
-                continue  # the CLI and the Python API import an engine inside the command that needs it
+            if in_function and ENGINE_CHOOSERS.get(rel) == module:
+                continue  # the lifecycle's default engine; the CLI's runtime commands
             bad.append(f"{rel}:{line} imports {module}{' (inside a function)' if in_function else ''}")
         for module, line in _dynamic_imports(tree):
-            if module in FORBIDDEN[package] and not (rel in FRONT_ENDS and module in ("simulator", "runtime")):
+            if module in FORBIDDEN[package]:
                 bad.append(f"{rel}:{line} imports {module} dynamically")
     return bad
 

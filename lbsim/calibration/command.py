@@ -1,12 +1,12 @@
 """The ``lbsim calibrate`` command: arguments -> :func:`lbsim.calibration.run.calibrate_to` -> a summary.
 
-The CLI passes the simulator's ``simulate`` in (core modules import no engine).
+The CLI passes the engine in (an :class:`lbsim.engine.Engine`; core modules import no engine).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from lbsim.calibration.measured import parse_fit_placements, placement_label, re
 from lbsim.calibration.repeatability import held_out_floor_text
 from lbsim.calibration.run import Prediction, calibrate_to
 from lbsim.calibration.select import AUTO, JitterChoice
+from lbsim.engine import Engine
 from lbsim.errors import InputError
 
 
@@ -56,7 +57,8 @@ def parse_jitter_cv(text: str | None) -> JitterChoice:
     return value
 
 
-def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:
+def run(args: argparse.Namespace, simulate: Engine) -> int:
+    from lbsim.lifecycle.guards import check_out
     from lbsim.progress import LazyProgress
     from lbsim.scenario.loader import scenario_from_data
 
@@ -68,12 +70,7 @@ def run(args: argparse.Namespace, simulate: Callable[[Any], Any]) -> int:
         raise InputError("--chunk-share", f"must be in [0, 1], got {args.chunk_share}")
     jitter_cv = parse_jitter_cv(args.jitter_cv)
     fit = parse_fit_placements(args.fit_placements)
-    out = Path(args.out)
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise InputError("--out", f"{p} exists and is not a directory; give a directory path")
-            break
+    out = check_out(Path(args.out))
     rows = read_measurements(args.measured, gpus_per_node=args.gpus_per_node)
 
     def simulate_mean_s(data: dict[str, Any]) -> float:

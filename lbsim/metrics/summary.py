@@ -183,15 +183,16 @@ def _barrier_wait_columns(update: np.ndarray, ends: np.ndarray) -> float:
     return float(np.mean(last[update] - ends))
 
 
-def speedups(summaries: Sequence[dict[str, Any]]) -> list[float]:
-    """Throughput of each summary relative to the first one's."""
-    base = summaries[0]["throughput_samples_per_s"] if summaries else 0.0
+def speedups(summaries: Sequence[dict[str, Any]], base_index: int = 0) -> list[float]:
+    """Throughput of each summary relative to the one at ``base_index`` (default: the first)."""
+    base = summaries[base_index]["throughput_samples_per_s"] if summaries else 0.0
     return [_r(s["throughput_samples_per_s"] / base) if base else 0.0 for s in summaries]
 
 
-def time_to_target_speedups(summaries: Sequence[dict[str, Any]]) -> list[float | None]:
-    """How many times sooner each run reached the target accuracy than the first (None if either never did)."""
-    base = summaries[0].get("time_to_target_s") if summaries else None
+def time_to_target_speedups(summaries: Sequence[dict[str, Any]], base_index: int = 0) -> list[float | None]:
+    """How many times sooner each run reached the target accuracy than the one at ``base_index``
+    (default: the first; None if either never did)."""
+    base = summaries[base_index].get("time_to_target_s") if summaries else None
     out: list[float | None] = []
     for s in summaries:
         t = s.get("time_to_target_s")
@@ -211,6 +212,13 @@ def add_speedups(summaries: Sequence[dict[str, Any]]) -> bool:
     return numerics
 
 
+COMPARE_TAIL = ("network", "baseline", "speedup_vs_baseline", "speedup_time_to_target_vs_baseline")
+"""compare.csv's last columns, after every summary field: the network each run used, the baseline's
+name and the speedups over it (columns added after compare.csv's first form, kept last so the
+earlier columns keep their places)."""
+
+
 def compare_columns(summaries: Sequence[dict[str, Any]]) -> list[str]:
-    """``compare.csv``'s columns: every run's summary fields, first seen first."""
-    return list(dict.fromkeys(k for s in summaries for k in s))
+    """``compare.csv``'s columns: every run's summary fields, first seen first, then :data:`COMPARE_TAIL`'s."""
+    keys = dict.fromkeys(k for s in summaries for k in s)
+    return [k for k in keys if k not in COMPARE_TAIL] + [k for k in COMPARE_TAIL if k in keys]

@@ -8,6 +8,7 @@ that loading it again gives the same scenario.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
@@ -56,13 +57,42 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     return data
 
 
+# Scenarios that passed scenario_from_data (by value: an equal scenario object is as valid).
+_CHECKED: weakref.WeakSet[Scenario] = weakref.WeakSet()
+
+
 def scenario_from_data(data: dict[str, Any], *, base_dir: Path | None = None) -> Scenario:
     """Parse and cross-check plain data; relative trace paths are resolved against ``base_dir``."""
     scenario = parse(Scenario, data)
     if base_dir is not None:
         scenario = _absolute_traces(scenario, base_dir)
     check_scenario(scenario)
+    _CHECKED.add(scenario)
     return scenario
+
+
+def checked(scenario: Scenario) -> Scenario:
+    """``scenario`` if it (or an equal one) passed :func:`scenario_from_data`; else the scenario
+    validated as its data would be (a Scenario built by hand gets every check a file gets)."""
+    if scenario in _CHECKED:
+        return scenario
+    return scenario_from_data(scenario_data(scenario))
+
+
+def with_changes(data: dict[str, Any], overrides: Iterable[str] = (), *, scheme: str | None = None) -> dict[str, Any]:
+    """``data`` with the scheme switched to ``scheme`` (if given), then the ``--set`` overrides applied.
+
+    The scheme is switched *before* the overrides, so ``--scheme ssp --set scheme.staleness=1``
+    sets the staleness of the SSP scheme that is run. The result is bounded like a file
+    (:data:`~lbsim.limits.MAX_YAML_NODES` values).
+    """
+    overrides = list(overrides)
+    if scheme is not None:
+        data = with_scheme(data, scheme)
+    data = apply_overrides(data, overrides)
+    if overrides and exceeds_values(data):  # each --set value is bounded; many of them together too
+        raise InputError("--set", f"the scenario with its overrides holds more than {MAX_YAML_NODES} values, the bound")
+    return data
 
 
 def load_scenario(
@@ -71,17 +101,9 @@ def load_scenario(
     *,
     scheme: str | None = None,
 ) -> Scenario:
-    """Load ``path``, switch to the ``--scheme`` name if given, apply ``--set`` overrides, validate.
-
-    The scheme is switched *before* the overrides, so ``--scheme ssp --set scheme.staleness=1``
-    sets the staleness of the SSP scheme that is run.
-    """
-    data = read_yaml(path)
-    if scheme is not None:
-        data = with_scheme(data, scheme)
-    data = apply_overrides(data, overrides)
-    if overrides and exceeds_values(data):  # each --set value is bounded; many of them together too
-        raise InputError("--set", f"the scenario with its overrides holds more than {MAX_YAML_NODES} values, the bound")
+    """Load ``path``, switch to the ``--scheme`` name if given, apply ``--set`` overrides, validate
+    (:func:`with_changes`); relative trace paths are relative to the file's folder."""
+    data = with_changes(read_yaml(path), overrides, scheme=scheme)
     return scenario_from_data(data, base_dir=Path(path).resolve().parent)
 
 

@@ -33,7 +33,7 @@ from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.scenario.workers import ComputeCurve, WorkerSpec, select_workers
 from lbsim.schemes.base import Scheme, SchemeContext, is_synchronous
-from lbsim.schemes.registry import build_scheme, scheme_class
+from lbsim.schemes.registry import build_scheme, needs_parameter_server, scheme_class
 
 __all__ = ["ComputeCurve", "ResolvedRun", "WorkerSpec", "build_scheme_for", "check_scenario", "gradient_bytes",
            "overlap_params", "resolve_run", "resolve_workers", "scheme_context", "select_workers"]
@@ -133,8 +133,7 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
                          f"bound of {MAX_WORKER_ITERATIONS} (each is recorded in memory)")
     if updates is None:  # only a time budget and/or a sample target ends the run: estimate what they plan
         _check_open_ended(scenario, workers)
-    needs_ps = not synchronous or getattr(scenario.scheme, "backup_workers", 0) > 0
-    if needs_ps and not isinstance(scenario.network, ParameterServerConfig):
+    if needs_parameter_server(scenario.scheme) and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not synchronous else "scheme.backup_workers"
         raise InputError("network.name", f"{what} needs a parameter server; valid here: parameter_server")
     build_contention(scenario, workers)  # reads and checks every trace file

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from lbsim.errors import InputError
+from lbsim.schemes.base import is_synchronous
 
 _SCHEMES: dict[str, tuple[type, type]] = {}
 
@@ -65,6 +66,17 @@ def scheme_class(name: str) -> type:
     if name not in _SCHEMES:
         raise InputError("scheme.name", f"unknown {name!r}; valid: {', '.join(sorted(_SCHEMES))}")
     return _SCHEMES[name][0]
+
+
+def needs_parameter_server(config: Any) -> bool:
+    """Does the scheme configured by ``config`` need a parameter server (its *family*)?
+
+    Schemes without a global barrier (driver ``async`` or ``wbsp``: ASP, SSP, DSSP, ElasticBSP,
+    WBSP) push to and pull from a server; so does a synchronous scheme with backup workers (the
+    server drops the late gradients). Every other synchronous scheme (BSP, static, LB-BSP, LOFT)
+    runs on an all-reduce (or on a parameter server, where the scenario has one).
+    """
+    return not is_synchronous(scheme_class(config.kind)) or getattr(config, "backup_workers", 0) > 0
 
 
 def scheme_summary(name: str) -> str:

@@ -21,11 +21,12 @@ import hashlib
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.lifecycle.guards import check_equal_work
 from lbsim.limits import short_repr
 from lbsim.scenario.loader import dump_scenario, scenario_from_data
 from lbsim.scenario.overrides import apply_overrides, parse_override, parse_yaml, yaml_error_text
@@ -99,7 +100,29 @@ def expand(
             scenario = _load_point(point_data, rep, base_dir, where)
             text = dump_scenario(scenario)
             points.append(SweepPoint(len(points), labels, rep, run_id(text), text, scenario))
+    check_equal_work_across_schemes(points)
     return Sweep(spec.name, spec.columns, spec.repetitions, tuple(points))
+
+
+def check_equal_work_across_schemes(points: Sequence[SweepPoint]) -> None:
+    """The comparison guard of ``lbsim compare``, per group of points that differ only in their scheme:
+    a sweep that stops by model updates may not compare schemes whose update holds different work
+    (:func:`lbsim.lifecycle.guards.check_equal_work`)."""
+    groups: dict[Scenario, dict[str, Scenario]] = {}
+    for p in points:
+        if p.scenario.workload.updates is not None:
+            key = replace(p.scenario, scheme=None)  # the point without its scheme (None: the default)
+            groups.setdefault(key, {}).setdefault(_scheme_label(p.scenario.scheme), p.scenario)
+    for group in groups.values():
+        if len(group) > 1:
+            check_equal_work(list(group.items()))
+
+
+def _scheme_label(config: Any) -> str:
+    """``ssp`` or, with parameters off their defaults, ``ssp(staleness=3)``."""
+    changed = [f"{f.name}={getattr(config, f.name)}" for f in fields(config)
+               if f.default is not MISSING and getattr(config, f.name) != f.default]
+    return f"{config.kind}({', '.join(changed)})" if changed else str(config.kind)
 
 
 def _load_point(data: dict[str, Any], rep: int, base_dir: Path | None, where: str) -> Scenario:

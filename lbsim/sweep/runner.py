@@ -163,13 +163,14 @@ def run_sweep(
     sweep: Sweep,
     out: Path,
     *,
-    engine: Engine,
+    engine: Engine | None = None,
     backend: Backend,
     on_progress: Callable[[int, int], None] | None = None,
     fmt: Format = "csv",
 ) -> SweepReport:
     """Run every unfinished point of ``sweep`` on ``backend``; results stream into ``out``.
 
+    ``engine`` runs each point (None: the lifecycle's default, the simulator).
     ``on_progress(done, total)`` is called once before the first run and after each one
     (``total`` counts the runs this invocation has to do). Run tables are written as ``fmt``;
     ``report.earlier_versions`` lists the other lbsim versions that already ran in ``out``.
