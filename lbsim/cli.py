@@ -12,7 +12,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lbsim.arguments import OneLineParser as _Parser
 from lbsim.arguments import one_line as _one_line
@@ -20,6 +20,9 @@ from lbsim.arguments import runtime_arguments, scenario_arguments, train_argumen
 from lbsim.errors import InputError
 from lbsim.metrics.writers import FORMATS
 from lbsim.version import __version__
+
+if TYPE_CHECKING:
+    from lbsim.scenario.schema import Scenario
 
 SUMMARY_COLUMNS = (
     ("scheme", "scheme", "{}"),
@@ -47,7 +50,7 @@ def _table(rows: Sequence[dict[str, Any]], title: str, extra: Sequence[tuple[str
         table.add_column(label, justify="left" if i == 0 else "right")
     for row in rows:
         table.add_row(*("—" if row.get(key) is None else fmt.format(row[key]) for key, _label, fmt in cols))
-    Console(width=max(200 if extra[1:] else 160, Console().width)).print(table)
+    Console(width=max(160 + 20 * len(extra[1:]), Console().width)).print(table)
 
 
 def _out_dir(args: argparse.Namespace, leaf: str, default: Path | None = None) -> Path:
@@ -222,7 +225,7 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
 
         check_scheme_names("--schemes", [s.strip() for s in args.schemes.split(",") if s.strip()])
 
-    def simulate_to(scenario: Any, out: Path, label: str) -> dict[str, Any]:
+    def simulate_to(scenario: Scenario, out: Path, label: str) -> dict[str, Any]:
         from lbsim.lifecycle import RunSpec, run_into
 
         spec = RunSpec(label, scenario)

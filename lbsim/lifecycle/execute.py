@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lbsim.engine import Engine, ProgressFn, RunResult
 from lbsim.lifecycle.engines import default_engine
@@ -34,6 +34,9 @@ from lbsim.output import write_compare_table, write_run_header, write_scenario
 from lbsim.output import write_run as write_tables
 from lbsim.run_folder import staged_run
 from lbsim.scenario.schema import Scenario
+
+if TYPE_CHECKING:
+    from lbsim.progress import LazyProgress
 
 SIMULATE_SHARE = 0.7
 """Share of a run's progress bar that simulating takes; writing the files is the rest."""
@@ -124,7 +127,7 @@ def write_run(folder: Path, scenario: Scenario, result: RunResult, *, argv: Sequ
     write_results(folder, scenario, result, fmt=fmt, trace=trace, on_file=on_file)
 
 
-def _bar(label: str, progress: bool | None) -> AbstractContextManager[Any]:
+def _bar(label: str, progress: bool | None) -> AbstractContextManager[LazyProgress | None]:
     """A lazily shown progress bar (``progress`` None: on a terminal only; False: none)."""
     if progress is False:
         return nullcontext(None)

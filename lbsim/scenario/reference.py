@@ -44,6 +44,15 @@ NODES_INTRO = (
     "All-reduce formulas: `lbsim/network/collectives.py`."
 )
 
+NETWORK_INTRO = (
+    "Parameter-server schemes (asp, ssp, dssp, elastic_bsp, wbsp, and bsp with `backup_workers`) need "
+    "`parameter_server`; the other schemes run on either. `lbsim compare --cross-family` runs each scheme on its "
+    "family's network: the scenario's own where it is of that kind, else one derived from it — from an all-reduce, "
+    "a parameter server of one shard per worker node, each with the fastest node's NIC, `latency_s` = `alpha_s`; "
+    "from a parameter server, the flat ring over the nodes' own NICs, `alpha_s` = `latency_s` "
+    "(docs/design.md, Cross-family compare; `--network-variant KIND.KEY=VALUE` overrides a derived key)."
+)
+
 _YAML_WORDS = {"None": "null", "True": "true", "False": "false", "()": "[]"}
 
 
@@ -80,7 +89,7 @@ def reference_markdown() -> str:
         ("contention", contention_configs(), "contention[]."),
         ("scheme", scheme_configs(), "scheme."),
     ):
-        lines += [f"## `{title}`", ""]
+        lines += [f"## `{title}`", ""] + ([NETWORK_INTRO, ""] if title == "network" else [])
         for name, cls in sorted(registry.items()):
             doc = scheme_summary(name) if title == "scheme" else (cls.__doc__ or "").strip().splitlines()[0]
             lines += [f"### `{title}: {{name: {name}}}`", ""]
