@@ -1,4 +1,4 @@
-"""The ``lbsim`` command line: run | compare | sweep | plot | train | profile | validate | schemes | catalog.
+"""The ``lbsim`` command line: run | compare | sweep | advise | plot | train | profile | validate | schemes | catalog.
 
 Exit codes (product.md): 0 success, 2 invalid input (one line naming the key path, no
 traceback, nothing written), 1 anything else. Engines are imported inside the commands that
@@ -241,6 +241,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return run(args, default_engine())
 
 
+def cmd_advise(args: argparse.Namespace) -> int:
+    from lbsim.advise.command import cmd_advise as advise
+
+    return advise(args, _ARGV)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     return _runtime("train", args)
 
@@ -258,6 +264,7 @@ def cmd_profile_model(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from lbsim.advise.command import add_arguments as advise_arguments
     from lbsim.calibration.command import add_arguments as calibration_arguments
 
     p = _Parser(prog="lbsim", description="Which synchronization scheme, how much faster, on my cluster?")
@@ -306,6 +313,11 @@ def build_parser() -> argparse.ArgumentParser:
     swp.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
     format_arg(swp)
     swp.set_defaults(func=cmd_sweep)
+
+    adv = sub.add_parser("advise", help="which scheme for my cluster: every scheme against one baseline, with intervals, "
+                                        "cost and a report (HTML, JSON)")
+    advise_arguments(adv)
+    adv.set_defaults(func=cmd_advise)
 
     plot = sub.add_parser("plot", help="figures (PNG, SVG) from a sweep or run output folder")
     plot.add_argument("dir", help="a sweep output (results.csv, runs/) or a run output (summary.json, iterations.csv)")

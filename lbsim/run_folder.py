@@ -36,9 +36,9 @@ from pathlib import Path
 from lbsim.errors import InputError
 from lbsim.metrics.writers import fsync_dir, new_folder_mode
 
-# A folder holding any of these was written by lbsim (a run, compare, train, profile or validate).
+# A folder holding any of these was written by lbsim (a run, compare, train, profile, validate or advise).
 RUN_MARKERS = ("scenario.resolved.yaml", "summary.json", "compare.csv", "failure.json", "profile.json",
-               "validation.json")
+               "validation.json", "advise.json")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,1 @@
+"""Statistics shared by every front end: interval estimates that stay inside a quantity's range."""
