@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from lbsim.advise.cost import cluster_price
@@ -186,7 +187,7 @@ def analyse(plan: Plan, records: Sequence[RunRecord], unknowns: Sequence[Unknown
         overall[arm.key] = speed_all
         usd_per_hour = sum(prices) / len(prices)
         hours = thr_all.map(lambda t: settings.samples / t / 3600.0 if t > 0 else math.inf)
-        cost = hours.map(lambda h, rate=usd_per_hour: h * rate)
+        cost = hours.map(partial(_times, usd_per_hour))
         shares_all = {name: st.strata(strata_shares[k]) for k, name in SHARES}
         stale_all = st.strata(strata_stale)
         worst = min(per_variant[arm.key].items(), key=lambda kv: kv[1])
@@ -240,7 +241,11 @@ def _add_target_cost(arms: list[dict[str, Any]], runs: Mapping[tuple[str, int], 
         t = st.strata(strata)
         rate = a["cost"]["usd_per_hour"] or 0.0
         a["cost"]["to_target_s"] = est(t)
-        a["cost"]["to_target_usd"] = est(t.map(lambda s, r=rate: s / 3600.0 * r))
+        a["cost"]["to_target_usd"] = est(t.map(partial(_times, rate / 3600.0)))
+
+
+def _times(factor: float, x: float) -> float:
+    return factor * x
 
 
 def _pct(e: dict[str, Any]) -> str:
