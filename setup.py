@@ -29,7 +29,8 @@ setup(
         "cluster": ["dask[distributed]>=2024.1"],
         "dev": ["pytest>=8", "pytest-benchmark>=4", "hypothesis>=6.100", "ruff>=0.5", "mypy>=1.10", "types-PyYAML",
                 "matplotlib>=3.7", "dask[distributed]>=2024.1",  # = the plot and cluster extras, for their tests
-                "pyarrow>=14"],  # pandas.read_parquet, in the test that other readers type every table right
+                "pyarrow>=14",  # pandas.read_parquet, in the test that other readers type every table right
+                "selenium>=4.10"],  # drives Debian's chromium + chromedriver in the advise.html browser test
     },
     entry_points={"console_scripts": ["lbsim=lbsim.cli:main"]},
 )

@@ -30,8 +30,8 @@ h1{font-size:24px;margin:8px 0 2px}h2{font-size:19px;margin:30px 0 8px;border-bo
 #decision .verdict{font-weight:600;font-size:19px;margin-bottom:6px}
 .chips span{display:inline-block;background:#fff;border:1px solid #c8d1dc;border-radius:12px;padding:1px 10px;margin:6px 6px 0 0;font-size:13px}
 table{border-collapse:collapse;margin:8px 0;font-size:13.5px;width:100%}
-th,td{border-bottom:1px solid #e1e4e8;padding:4px 7px;text-align:right;vertical-align:top}
-th{background:#f6f8fa;cursor:pointer;user-select:none;white-space:nowrap}
+th,td{border-bottom:1px solid #e1e4e8;padding:4px 6px;text-align:right;vertical-align:top}
+th{background:#f6f8fa;cursor:pointer;user-select:none;max-width:120px}
 th:first-child,td:first-child{text-align:left}
 td.l,th.l{text-align:left}
 .wide{overflow-x:auto}

@@ -184,7 +184,9 @@ def wilson(k: int, n: int, *, level: float = LEVEL) -> Estimate:
     denom = 1.0 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Estimate(p, _clip(centre - half, 0.0, 1.0), _clip(centre + half, 0.0, 1.0), n,
+    low = 0.0 if k == 0 else min(_clip(centre - half, 0.0, 1.0), p)  # exact ends: rounding must not cut p off
+    high = 1.0 if k == n else max(_clip(centre + half, 0.0, 1.0), p)
+    return Estimate(p, low, high, n,
                     f"{level:.0%} Wilson score interval over {n} runs")
 
 
