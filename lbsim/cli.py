@@ -187,13 +187,18 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     rows = [r for r in catalog.catalog_rows() if args.model is None or r["model"] == args.model]
     if args.model is not None and not rows:
         raise InputError("--model", f"unknown model {args.model!r}; valid: {', '.join(catalog.model_names())}")
-    table = Table(title="lbsim catalog: t(b) = t0_s + b / samples_per_s, b <= max_batch")
-    keys = ("model", "instance", "kind", "accelerator", "t0_s", "samples_per_s", "max_batch", "bandwidth_gbps", "source")
+    from lbsim.scenario.prices import PRICES, SOURCE
+
+    table = Table(title="lbsim catalog: t(b) = t0_s + b / samples_per_s, b <= max_batch",
+                  caption=f"usd_per_hour: {SOURCE} (lbsim/scenario/prices.py)")
+    keys = ("model", "instance", "kind", "accelerator", "t0_s", "samples_per_s", "max_batch", "bandwidth_gbps",
+            "usd_per_hour", "source")
     for k in keys:
         table.add_column(k, overflow="fold")
     for r in rows:
-        table.add_row(*(r[k] for k in keys))
-    Console(width=max(160, Console().width)).print(table)
+        price = PRICES.get(r["instance"])
+        table.add_row(*({**r, "usd_per_hour": f"{price.usd_per_hour:g}" if price else "—"}[k] for k in keys))
+    Console(width=max(170, Console().width)).print(table)
     return 0
 
 
