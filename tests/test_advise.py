@@ -179,3 +179,15 @@ def test_the_command_writes_html_json_and_runs(tmp_path: Path, capsys: pytest.Ca
         rows = list(csv.DictReader(fh))
     assert len(rows) == 3 * 2 * 2  # 3 schemes x 2 variants x 2 seeds (the rest were identical: not run)
     assert {"scheme", "variant", "seed", "throughput_samples_per_s", "iteration_p99_s"} <= set(rows[0])
+
+
+def test_with_numerics_on_the_schemes_are_ranked_by_time_to_target_and_its_cost_is_given() -> None:
+    report, rows = run(scenario=str(REPO / "scenarios" / "dssp_table1.yaml"), schemes="bsp,asp", seeds=3)
+    assert report["metric"] == "time_to_target_s"
+    tta = {(r["scheme"], r["seed"]): r["time_to_target_s"] for r in rows}
+    ratios = [tta[("bsp", s)] / tta[("asp", s)] for s in (11, 12, 13)]
+    assert arm(report, "asp")["speedup"]["value"] == pytest.approx(math.exp(sum(map(math.log, ratios)) / 3), rel=1e-6)
+    for a in report["arms"]:
+        t, usd = a["cost"]["to_target_s"], a["cost"]["to_target_usd"]
+        assert usd["value"] == pytest.approx(t["value"] / 3600 * a["cost"]["usd_per_hour"], rel=1e-6)
+    assert "as fast to the target accuracy as the baseline" in report["decision"]["text"]

@@ -212,7 +212,7 @@ def analyse(plan: Plan, records: Sequence[RunRecord], unknowns: Sequence[Unknown
         a["why"] = why_text(a, base_row)
     if metric == "time_to_target_s":
         _add_target_cost(arms_out, runs, plan, st)
-    decision = decide(plan, per_variant, overall, unknowns, arms_out)
+    decision = decide(plan, per_variant, overall, unknowns, arms_out, metric)
     return {
         "metric": metric,
         "arms": arms_out,
@@ -297,7 +297,8 @@ def depends_on(plan: Plan, per_variant: Mapping[str, Mapping[int, float]], unkno
 
 
 def decide(plan: Plan, per_variant: Mapping[str, Mapping[int, float]], overall: Mapping[str, Estimate],
-           unknowns: Sequence[Unknown], arms: Sequence[dict[str, Any]]) -> dict[str, Any]:
+           unknowns: Sequence[Unknown], arms: Sequence[dict[str, Any]],
+           metric: str = "throughput_samples_per_s") -> dict[str, Any]:
     """Which scheme to use, how robust that is, and in words."""
     names = {a["scheme"]: a["name"] for a in arms}
     stale = {a["scheme"]: (a["staleness_mean"]["value"] or 0.0) for a in arms}
@@ -309,28 +310,32 @@ def decide(plan: Plan, per_variant: Mapping[str, Mapping[int, float]], overall: 
     e = overall[best_expected]
     speed = f"{e.value:.2f}x" + (f" [{e.low:.2f}, {e.high:.2f}]" if e.low is not None and e.high is not None
                                   and e.low != e.high else "")
+    than = ("the baseline's samples/s" if metric == "throughput_samples_per_s" else
+            "as fast to the target accuracy as the baseline")
     labels = {v.index: v.short for v in plan.variants}
+    several = len(plan.variants) > 1
     if len(winners) == 1:
         kind, choice = "robust", best_expected
-        text = (f"Use {names[choice]}: it is the fastest in every case tried "
-                f"({len(plan.variants)} variant{'s' if len(plan.variants) != 1 else ''}), {speed} the baseline's speed on average.")
+        where = f"in every case tried ({len(plan.variants)} variants)" if several else "of the schemes tried"
+        text = f"Use {names[choice]}: it is the fastest {where}, {speed} {than}" + (" on average." if several else ".")
         lo_v = min(per_variant[choice], key=lambda v: per_variant[choice][v])
         hi_v = max(per_variant[choice], key=lambda v: per_variant[choice][v])
-        if len(plan.variants) > 1 and per_variant[choice][hi_v] > 1.05 * per_variant[choice][lo_v]:
+        if several and per_variant[choice][hi_v] > 1.05 * per_variant[choice][lo_v]:
             text += (f" How much faster depends on {', '.join(u.name for u in unknowns) or 'the unknowns'}: "
                      f"{per_variant[choice][lo_v]:.2f}x ({labels[lo_v]}) to {per_variant[choice][hi_v]:.2f}x ({labels[hi_v]}).")
     elif best_expected == best_worst:
         kind, choice = "robust_choice", best_expected
-        others = sorted({best_per[v] for v in best_per if best_per[v] != choice})
-        text = (f"Use {names[choice]}: best on average ({speed} the baseline) and best in its worst case "
-                f"({min(per_variant[choice].values()):.2f}x); {', '.join(names[o] for o in others)} win"
-                f"{'s' if len(others) == 1 else ''} some cases, by depending on {', '.join(keys) or 'the unknowns'}.")
+        wins = "; ".join(f"{names[o]} in {', '.join(labels[v] for v in best_per if best_per[v] == o)}"
+                         for o in sorted({best_per[v] for v in best_per if best_per[v] != choice}))
+        text = (f"Use {names[choice]}: best on average ({speed} {than}) and best in its worst case "
+                f"({min(per_variant[choice].values()):.2f}x), though others are faster in some cases "
+                f"(which depends on {', '.join(keys) or 'the unknowns'}): {wins}.")
     else:
         kind, choice = "depends", best_worst
         text = (f"It depends on {', '.join(keys) or 'the unknowns'}: {names[best_expected]} is best on average "
-                f"({speed}), {names[best_worst]} in the worst case ({min(per_variant[best_worst].values()):.2f}x "
-                f"against {min(per_variant[best_expected].values()):.2f}x). If you cannot pin the unknown down, "
-                f"{names[best_worst]} is the safe choice.")
+                f"({speed} {than}), {names[best_worst]} in the worst case ({min(per_variant[best_worst].values()):.2f}x "
+                f"against {min(per_variant[best_expected].values()):.2f}x). If you cannot pin "
+                f"{'it' if len(keys) <= 1 else 'them'} down, {names[best_worst]} is the safe choice.")
     tied = [a for a in overall if a != best_expected and _overlap(overall[a], overall[best_expected])]
     if tied:
         det = e.low is not None and e.low == e.high
