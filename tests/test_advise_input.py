@@ -77,7 +77,8 @@ def test_families_and_the_parameter_server_default() -> None:
     assert scheme_family("bsp", {**data, "scheme": {"name": "bsp", "backup_workers": 1}}) == PARAMETER_SERVER
     workers = resolve_run(scenario_from_data(data)).workers
     ps, notes = family_data(data, PARAMETER_SERVER, workers)
-    assert ps["network"] == {"name": "parameter_server", "shards": 4, "server_bandwidth_gbps": 10.0} and notes
+    assert ps["network"] == {"name": "parameter_server", "shards": 4, "server_bandwidth_gbps": 10.0,
+                             "latency_s": 5e-05} and notes
     same, none = family_data(data, ALLREDUCE, workers)
     assert same == data and none == []
 

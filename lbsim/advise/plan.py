@@ -7,14 +7,17 @@ barrier: BSP, static, LB-BSP, LOFT) runs as plain data-parallel training does, o
 server**. :func:`family_data` makes a family's variant of a scenario, the one place that decides
 it (switching to the core's cross-family lifecycle, when it exists, is a change here):
 
-* all-reduce: the scenario's ``ring_allreduce`` section, or, from a parameter-server scenario,
-  ``{name: ring_allreduce}`` with its defaults (every node's NIC as the scenario gives it);
+* all-reduce: the scenario's ``ring_allreduce`` section, or, from a parameter-server scenario, a
+  flat ring over the nodes' own NICs with the server's latency as its per-hop ``alpha_s``;
 * parameter server: the scenario's ``parameter_server`` section, or, from an all-reduce scenario,
   a stated default: as many shards as worker nodes (BytePS, Jiang et al., OSDI 2020, §3: with
   as many servers as worker machines a parameter server moves no more bytes per NIC than an
   all-reduce), each with a NIC as fast as the fastest worker node's (the ring's ``bandwidth_gbps``
-  when it sets one, which then also becomes every node's NIC), and the section's default apply
-  time and latency.
+  when it sets one, which then also becomes every node's NIC), the ring's ``alpha_s`` as its
+  latency, and the section's default apply time.
+
+These are the rules of the core's cross-family compare (``lbsim compare --cross-family``, issue 23),
+so an advice and a cross-family compare run the same scenarios.
 
 **Baseline.** Plain DDP: ``bsp`` with its default parameters (no backup workers) over the
 all-reduce (:data:`BASELINE`). Every speedup, slowdown probability and cost difference is against
@@ -39,6 +42,7 @@ from lbsim.limits import MAX_SWEEP_RUNS
 from lbsim.scenario.loader import dump_scenario, scenario_from_data, with_scheme
 from lbsim.scenario.overrides import apply_overrides
 from lbsim.scenario.schema import Scenario
+from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
 from lbsim.scenario.workers import WorkerSpec
 from lbsim.schemes.registry import scheme_class
 
@@ -76,9 +80,10 @@ def family_data(data: dict[str, Any], family: str, workers: Sequence[WorkerSpec]
     if family == ALLREDUCE:
         if name == "ring_allreduce":
             return out, []
-        out["network"] = {"name": "ring_allreduce"}
-        return out, ["all-reduce family: the scenario's parameter server replaced by a flat ring all-reduce with "
-                     "its defaults (lbsim schemes / docs/scenarios.md), every node keeping its NIC"]
+        latency = (out.get("network") or {}).get("latency_s", ParameterServerConfig().latency_s)
+        out["network"] = {"name": "ring_allreduce", "alpha_s": latency}
+        return out, [f"all-reduce family: the scenario's parameter server replaced by a flat ring all-reduce over the "
+                     f"nodes' own NICs, per-hop latency {latency:g} s (the server's), its other keys at their defaults"]
     if name == "parameter_server":
         return out, []
     ring = out.get("network") or {}
@@ -90,10 +95,11 @@ def family_data(data: dict[str, Any], family: str, workers: Sequence[WorkerSpec]
         server_bw = float(ring_bw)
     else:
         server_bw = max(w.bandwidth_gbps for w in workers)
-    out["network"] = {"name": "parameter_server", "shards": nodes, "server_bandwidth_gbps": server_bw}
+    alpha = ring.get("alpha_s", RingAllReduceConfig().alpha_s)
+    out["network"] = {"name": "parameter_server", "shards": nodes, "server_bandwidth_gbps": server_bw, "latency_s": alpha}
     return out, [f"parameter-server family: {nodes} server shard{'s' if nodes != 1 else ''} (one per worker node, as "
-                 f"BytePS deploys them), each with a {server_bw:g} Gbit/s NIC (the fastest worker node's), default "
-                 "apply time and latency"]
+                 f"BytePS deploys them), each with a {server_bw:g} Gbit/s NIC (the fastest worker node's), latency "
+                 f"{alpha:g} s (the all-reduce's per-hop), default apply time"]
 
 
 def equal_work(data: dict[str, Any], budget_s: float) -> tuple[dict[str, Any], list[str]]:
