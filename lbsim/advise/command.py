@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -133,9 +132,7 @@ def _print_table(report: dict[str, Any]) -> None:
                       "/".join(f"{it[q]['value']:.2f}" if it[q]["value"] is not None else "—" for q in ("p50", "p90", "p99")),
                       e(a["p_slowdown"], "{:.0%}"), f"{a['staleness_mean']['value'] or 0:.1f}",
                       e(a["cost"]["usd"], "{:,.0f}"), f"{a['worst_variant']['speedup']:.2f}x")
-    from rich.console import Console as _C
-
-    Console(width=max(170, _C().width)).print(table)
+    Console(width=max(170, Console().width)).print(table)
 
 
 def cmd_advise(args: argparse.Namespace, argv: Sequence[str]) -> int:
@@ -173,6 +170,3 @@ def cmd_advise(args: argparse.Namespace, argv: Sequence[str]) -> int:
         print(f"report in {out}/advise.html (and advise.json, runs.csv)")
     return 0
 
-
-def main_args() -> list[str]:
-    return sys.argv[1:]

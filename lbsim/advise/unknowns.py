@@ -176,7 +176,6 @@ def parse_colocated(text: str) -> Colocated:
     start = number("start_s") if "start_s" in settings else 0.0
     end = number("end_s") if "end_s" in settings else None
     words = where.replace(",", " , ").split()
-    base = Colocated(slowdown, target, start, end)
     if words == ["all"]:
         return Colocated(slowdown, target, start, end, everywhere=True)
     if len(words) == 2 and words[0].isdigit() and words[1] in ("node", "nodes"):
@@ -188,7 +187,7 @@ def parse_colocated(text: str) -> Colocated:
         ids = [w for w in words[1:] if w != ","]
         if ids and all(w.isdigit() for w in ids):
             nodes = tuple(sorted({int(w) for w in ids}))
-            return Colocated(base.slowdown, target, start, end, count=len(nodes), nodes=nodes)
+            return Colocated(slowdown, target, start, end, count=len(nodes), nodes=nodes)
     raise InputError("--colocated", f"cannot read where {short_repr(where)}; {_COLOCATED_HELP}")
 
 
