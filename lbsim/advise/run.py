@@ -210,8 +210,10 @@ def prepare(r: Request) -> Prepared:
 
 
 METHOD = [
-    f"No interval from fewer than {MIN_VALUES} seeds: the table says 'no interval' and shows the value. A scenario "
-    "with no random element (scheduled contention, no jitter) gives the same result for every seed: 'no spread'.",
+    f"No interval from fewer than {MIN_VALUES} seeds: the table says 'no interval' and shows the value. When the "
+    "first two seeds give identical runs for every scheme and variant, the scenario has no random element the seed "
+    "reaches (scheduled contention, no jitter): the other seeds are not run and the values are shown without an "
+    "interval (the report says 'deterministic'); the uncertainty left is that of the varied unknowns.",
     "Speedup per variant: geometric mean over seeds of the paired ratio (scheme / baseline samples/s), "
     f"{LEVEL:.0%} Student-t interval on the log scale (always > 0).",
     "Over the variants: equal-weight average of the variants' values, percentile bootstrap (4000 resamples of the "
