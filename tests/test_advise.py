@@ -191,3 +191,12 @@ def test_with_numerics_on_the_schemes_are_ranked_by_time_to_target_and_its_cost_
         t, usd = a["cost"]["to_target_s"], a["cost"]["to_target_usd"]
         assert usd["value"] == pytest.approx(t["value"] / 3600 * a["cost"]["usd_per_hour"], rel=1e-6)
     assert "as fast to the target accuracy as the baseline" in report["decision"]["text"]
+
+
+def test_an_instance_without_a_list_price_has_an_unknown_cost_unless_given() -> None:
+    report, _rows = run(cluster="8xH200", budget_s=10.0, schemes="bsp", seeds=1)
+    cost = arm(report, "bsp")["cost"]
+    assert cost["usd_per_hour"] is None and cost["usd"]["value"] is None
+    assert "--price p5e.48xlarge=USD_PER_HOUR" in cost["lines"][0]["source"]
+    report, _rows = run(cluster="8xH200", budget_s=10.0, schemes="bsp", seeds=1, prices=("p5e.48xlarge=80",))
+    assert arm(report, "bsp")["cost"]["usd_per_hour"] == pytest.approx(80.0)

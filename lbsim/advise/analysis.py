@@ -239,7 +239,7 @@ def _add_target_cost(arms: list[dict[str, Any]], runs: Mapping[tuple[str, int], 
     for a in arms:
         strata = [_values(runs[(a["scheme"], v.index)], "time_to_target_s") for v in plan.variants]
         t = st.strata(strata)
-        rate = a["cost"]["usd_per_hour"] or 0.0
+        rate = a["cost"]["usd_per_hour"] if a["cost"]["usd_per_hour"] is not None else math.nan
         a["cost"]["to_target_s"] = est(t)
         a["cost"]["to_target_usd"] = est(t.map(partial(_times, rate / 3600.0)))
 

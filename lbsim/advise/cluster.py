@@ -33,6 +33,7 @@ from lbsim.scenario import catalog
 # GPU (or CPU) name -> the catalog instance that stands for it: the single-GPU instance where the
 # catalog has one (one GPU per node), else the multi-GPU instance (filled gpus_per_node to a node).
 GPU_INSTANCES: dict[str, str] = {
+    "H200": "p5e.48xlarge",
     "A100": "p4d.24xlarge",
     "V100": "p3.2xlarge",
     "A10G": "g5.xlarge",

@@ -4,7 +4,8 @@
   price (:mod:`lbsim.scenario.prices`: on-demand, us-east-1, dated and sourced), a multi-GPU
   node charged for the GPUs its workers use; a parameter-server scheme also pays its server:
   ``shards`` instances of :data:`lbsim.scenario.prices.SERVER_INSTANCE` (``--price server=X``
-  replaces the figure; ``--price INSTANCE=X`` any instance's).
+  replaces the figure; ``--price INSTANCE=X`` any instance's). An instance with no list price
+  (and no ``--price``) makes the cost unknown (NaN, shown as a dash), never a guess.
 * **Time to process N samples**: ``N / throughput`` (the throughput's interval maps to the
   time's, ends swapped); **cost** = time x price per hour. N defaults to one epoch of the model's
   dataset (:data:`EPOCH_SAMPLES`); with numerics on, the time and cost to reach the target accuracy
@@ -13,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -68,10 +70,15 @@ def cluster_price(scenario: Scenario, workers: Sequence[WorkerSpec], overrides: 
     lines = []
     total = 0.0
     for (instance, k), count in sorted(per_kind.items()):
-        each = node_price_per_hour(instance, k, overrides)
-        total += each * count
         gpus = catalog.INSTANCES[instance].gpus_per_node
         share = f" ({k} of its {gpus} GPUs)" if gpus > 1 and k < gpus else ""
+        if instance not in overrides and instance not in PRICES:
+            total = math.nan  # no cost rather than a made-up one
+            lines.append({"what": f"{count} x {instance}{share}", "usd_per_hour": math.nan,
+                          "source": f"no list price in lbsim: give --price {instance}=USD_PER_HOUR"})
+            continue
+        each = node_price_per_hour(instance, k, overrides)
+        total += each * count
         lines.append({"what": f"{count} x {instance}{share}", "usd_per_hour": each * count,
                       "source": "--price" if instance in overrides else PRICES[instance].source})
     net = scenario.network

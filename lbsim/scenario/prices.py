@@ -6,7 +6,9 @@ page (aws.amazon.com/ec2/pricing/on-demand/) as it listed them in 2024 (:data:`A
 and c5.18xlarge also appear in AWS's EC2 Auto Scaling user guide ("Spot price per unit hour
 example": $0.68 and $3.06 On-Demand). Not included: storage (EBS), data transfer, taxes, Savings
 Plans, Reserved or Spot discounts. Prices change: AWS lowered the P4d (and P5) on-demand prices in
-June 2025, after this snapshot, so the p4d.24xlarge figure here is the older, higher one. Any price
+June 2025, after this snapshot, so the p4d.24xlarge figure here is the older, higher one. An
+instance with no sourced price here (p5e.48xlarge: not in the snapshot) has none: its cost is
+reported as unknown unless ``--price`` gives one. Any price
 can be replaced for one run (``lbsim advise --price p4d.24xlarge=21.96``).
 
 How a cluster is charged (:func:`node_price_per_hour`, per node): a node of a multi-GPU instance
