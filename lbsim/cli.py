@@ -248,8 +248,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from lbsim.advise.command import cmd_advise as advise
+    from lbsim.simulator.run import simulate
 
-    return advise(args, _ARGV)
+    return advise(args, _ARGV, simulate)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

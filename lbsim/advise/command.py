@@ -135,10 +135,10 @@ def _print_table(report: dict[str, Any]) -> None:
     Console(width=max(170, Console().width)).print(table)
 
 
-def cmd_advise(args: argparse.Namespace, argv: Sequence[str]) -> int:
+def cmd_advise(args: argparse.Namespace, argv: Sequence[str], engine: Any) -> int:
+    """The command; ``engine`` runs one scenario (the CLI passes the simulator: the core imports no engine)."""
     from lbsim.advise.run import advise, prepare
     from lbsim.run_folder import staged_run
-    from lbsim.simulator.run import simulate
     from lbsim.sweep.backends import DaskPool
     from lbsim.sweep.progress import SweepProgress
 
@@ -155,7 +155,7 @@ def cmd_advise(args: argparse.Namespace, argv: Sequence[str]) -> int:
         backend = _backend(args)
         try:
             with SweepProgress("advise", enabled=False if args.quiet else None) as bar:
-                report, rows = advise(prepared, simulate, backend, on_progress=bar.update)
+                report, rows = advise(prepared, engine, backend, on_progress=bar.update)
         finally:
             if isinstance(backend, DaskPool):
                 cluster = getattr(backend.client, "cluster", None)
