@@ -248,9 +248,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def cmd_advise(args: argparse.Namespace) -> int:
     from lbsim.advise.command import cmd_advise as advise
-    from lbsim.simulator.run import simulate
 
-    return advise(args, _ARGV, simulate)
+    return advise(args, _ARGV)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

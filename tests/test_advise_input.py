@@ -8,7 +8,7 @@ import pytest
 
 from lbsim.advise.cluster import GPU_INSTANCES, cluster_data, parse_bandwidth_gbps, parse_cluster
 from lbsim.advise.cost import parse_prices
-from lbsim.advise.plan import ALLREDUCE, PARAMETER_SERVER, family_data, scheme_family
+from lbsim.advise.plan import scheme_family
 from lbsim.advise.run import Request, prepare
 from lbsim.advise.unknowns import parse_colocated, parse_vary, split_values
 from lbsim.cli import main
@@ -70,18 +70,21 @@ def test_colocated_on_an_unknown_node_is_varied_over_one_node_per_group() -> Non
     assert [v.short for v in p2.plan.variants] == ["nodes 0, 1 (V100, V100)", "nodes 0, 2 (V100, T4)", "nodes 2, 3 (T4, T4)"]
 
 
-def test_families_and_the_parameter_server_default() -> None:
-    data = cluster_data(parse_cluster("2xV100,2xT4"), model="resnet50_imagenet", bandwidth_gbps=10.0, budget_s=60.0,
-                        global_batch=None)
-    assert scheme_family("bsp", data) == ALLREDUCE and scheme_family("lbbsp", data) == ALLREDUCE
-    assert {scheme_family(s, data) for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp")} == {PARAMETER_SERVER}
-    assert scheme_family("bsp", {**data, "scheme": {"name": "bsp", "backup_workers": 1}}) == PARAMETER_SERVER
-    workers = resolve_run(scenario_from_data(data)).workers
-    ps, notes = family_data(data, PARAMETER_SERVER, workers)
-    assert ps["network"] == {"name": "parameter_server", "shards": 4, "server_bandwidth_gbps": 10.0,
-                             "latency_s": 5e-05} and notes
-    same, none = family_data(data, ALLREDUCE, workers)
-    assert same == data and none == []
+def test_families_follow_the_core_rule() -> None:
+    base = scenario_from_data(cluster_data(parse_cluster("2xV100,2xT4"), model="resnet50_imagenet", bandwidth_gbps=10.0,
+                                           budget_s=60.0, global_batch=None))
+    assert {scheme_family(s, base) for s in ("bsp", "static", "lbbsp", "loft")} == {"ring_allreduce"}
+    assert {scheme_family(s, base) for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp")} == {"parameter_server"}
+    # the baseline is plain DDP whatever the scenario's bsp says; another bsp setting with backup workers needs a server
+    assert scheme_family("bsp", base, ["scheme.backup_workers=1"]) == "ring_allreduce"
+
+
+def test_the_parameter_server_family_gets_the_cores_derived_server() -> None:
+    p = prepare(Request(cluster="2xV100,2xT4", network="10gbps", seeds=1, schemes="bsp,asp"))
+    net = p.plan.scenarios[("asp", 0)].network
+    assert (net.kind, net.shards, net.server_bandwidth_gbps) == ("parameter_server", 4, 10.0)
+    assert p.plan.scenarios[("bsp", 0)].network.kind == "ring_allreduce"
+    assert any(a.startswith("parameter-server family: a derived server of 4 shards") for a in p.assumptions)
 
 
 def test_prices_are_dated_and_sourced_and_a_missing_one_is_unknown_not_guessed() -> None:

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
-from lbsim.limits import MAX_JOBS
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
@@ -63,15 +62,13 @@ def _request(args: argparse.Namespace, argv: Sequence[str]) -> Any:
 
 
 def _backend(args: argparse.Namespace) -> Any:
+    from lbsim.lifecycle import check_jobs
     from lbsim.sweep.backends import DaskPool, LocalPool
 
-    if args.jobs is not None and not 1 <= args.jobs <= MAX_JOBS:
-        raise InputError("-j", f"expected a number of worker processes >= 1 and <= {MAX_JOBS}, got {args.jobs}")
+    check_jobs(args.jobs, args.scheduler)
     if args.scheduler and args.dask:
         raise InputError("--dask", "--dask starts a local Dask cluster; --scheduler uses a running one: give one of them")
     if args.scheduler:
-        if args.jobs is not None:
-            raise InputError("-j", "with --scheduler the Dask cluster's workers run the advice; drop -j")
         return DaskPool.connect(args.scheduler)
     if args.dask:
         try:
@@ -87,13 +84,9 @@ def _backend(args: argparse.Namespace) -> Any:
 
 
 def _out(args: argparse.Namespace) -> Path:
-    out = Path(args.out) if args.out else Path("runs") / (Path(args.scenario).name.split(".")[0] if args.scenario else "cluster") / "advise"
-    for p in (out, *out.parents):
-        if p.exists():
-            if not p.is_dir():
-                raise InputError("--out", f"{p} exists and is not a directory; give a directory path")
-            break
-    return out
+    from lbsim.lifecycle import default_out, out_folder
+
+    return out_folder(args.out, default_out(args.scenario or "cluster", "advise"))
 
 
 def write_report(folder: Path, report: dict[str, Any], rows: list[dict[str, Any]]) -> None:
@@ -135,14 +128,17 @@ def _print_table(report: dict[str, Any]) -> None:
     Console(width=max(170, Console().width)).print(table)
 
 
-def cmd_advise(args: argparse.Namespace, argv: Sequence[str], engine: Any) -> int:
-    """The command; ``engine`` runs one scenario (the CLI passes the simulator: the core imports no engine)."""
+def cmd_advise(args: argparse.Namespace, argv: Sequence[str], engine: Any = None) -> int:
+    """The command; ``engine`` runs one scenario (None: the run lifecycle's default, the simulator)."""
     from lbsim.advise.run import advise, prepare
     from lbsim.run_folder import staged_run
     from lbsim.sweep.backends import DaskPool
     from lbsim.sweep.progress import SweepProgress
 
+    from lbsim.lifecycle import check_jobs
+
     prepared = prepare(_request(args, argv))  # everything is checked before anything runs
+    check_jobs(args.jobs, args.scheduler)
     out = _out(args)
     if not args.quiet:
         for line in prepared.mapping:

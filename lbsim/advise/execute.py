@@ -5,8 +5,8 @@ each task gets a resolved scenario's YAML (its identity, as a sweep point's) and
 figures an advice needs (:func:`run_metrics`), so nothing large crosses a process boundary and no
 run folder is written: the advice's own files (``runs.csv``, ``advise.json``) hold every run's row.
 
-:func:`run_scenario` is the one place an advice runs a scenario: the core's run lifecycle, where it
-exists, is called from there.
+:func:`run_scenario` is the one place an advice runs a scenario: through the core's run lifecycle
+(:func:`lbsim.lifecycle.simulate`, whose default engine is the simulator), as every front door does.
 
 **Seeds that change nothing are not repeated.** With three or more seeds asked for, the first two
 run first; if every scheme on every variant gives identical figures for both, the scenario has no
@@ -29,23 +29,23 @@ from typing import Any
 
 import numpy as np
 
+from lbsim import lifecycle
 from lbsim.advise.plan import BASELINE, Plan, RunSpec
+from lbsim.engine import Engine, RunResult
 from lbsim.scenario.loader import scenario_from_data
 from lbsim.scenario.overrides import parse_yaml
 from lbsim.scenario.schema import Scenario
 from lbsim.stats.intervals import MIN_VALUES, quantiles, ratio_mean
 from lbsim.sweep.backends import Backend
 
-Engine = Callable[[Scenario], Any]
-
 SUMMARY_KEYS = ("throughput_samples_per_s", "samples", "updates", "sim_time_s", "compute_fraction", "comm_fraction",
                 "wait_fraction", "fetch_fraction", "staleness_mean", "staleness_max", "mean_iteration_s",
                 "worker_iterations", "time_to_target_s", "final_accuracy")
 
 
-def run_scenario(engine: Engine, scenario: Scenario) -> Any:
-    """Run one scenario: the single call an advice makes into an engine."""
-    return engine(scenario)
+def run_scenario(engine: Engine | None, scenario: Scenario) -> RunResult:
+    """Run one scenario: the single call an advice makes into an engine (None: the lifecycle's default)."""
+    return lifecycle.simulate(scenario, engine=engine)
 
 
 def iteration_times(iterations: Any) -> np.ndarray:
@@ -67,7 +67,7 @@ def run_metrics(result: Any, global_batch: int) -> dict[str, Any]:
     return out
 
 
-def advise_task(engine: Engine, resolved_yaml: str) -> dict[str, Any]:
+def advise_task(engine: Engine | None, resolved_yaml: str) -> dict[str, Any]:
     """One task on a worker: load the resolved scenario, run it, return its metrics."""
     scenario = scenario_from_data(parse_yaml(resolved_yaml))
     return run_metrics(run_scenario(engine, scenario), scenario.workload.global_batch)
@@ -85,7 +85,7 @@ class RunFailed(Exception):
     """A run of the matrix failed (not bad input: that is caught before anything runs)."""
 
 
-def run_all(specs: Sequence[RunSpec], engine: Engine, backend: Backend,
+def run_all(specs: Sequence[RunSpec], engine: Engine | None, backend: Backend,
             on_done: Callable[[], None] | None = None) -> list[RunRecord]:
     """Run ``specs`` on ``backend``; the records in the specs' order (results never depend on the backend)."""
     by_id = {s.run_id: s for s in specs}
@@ -139,7 +139,7 @@ class Outcome:
     deterministic: bool  # the first two seeds gave identical runs everywhere; the rest were not run
 
 
-def execute(plan: Plan, engine: Engine, backend: Backend, *, max_seeds: int, target: float,
+def execute(plan: Plan, engine: Engine | None, backend: Backend, *, max_seeds: int, target: float,
             on_progress: Callable[[int, int], None] | None = None) -> Outcome:
     """The whole matrix, with more seeds for the variants whose intervals are wide (see the module)."""
     probe = len(plan.seeds) >= MIN_VALUES

@@ -1,31 +1,22 @@
 """What an advice runs: every applicable scheme, each on its family's variant of the scenario, over
 the variants of the unknowns and the seeds, against one baseline.
 
-**Families.** A scheme whose driver is ``sync`` (one update per round with every worker at a
-barrier: BSP, static, LB-BSP, LOFT) runs as plain data-parallel training does, over an
-**all-reduce**; every other scheme (ASP, SSP, DSSP, ElasticBSP, WBSP) needs a **parameter
-server**. :func:`family_data` makes a family's variant of a scenario, the one place that decides
-it (switching to the core's cross-family lifecycle, when it exists, is a change here):
+Every scenario of the matrix is made by the core's run lifecycle (:mod:`lbsim.lifecycle`), as a
+cross-family ``lbsim compare`` makes its scenarios, with the same checks and guards:
 
-* all-reduce: the scenario's ``ring_allreduce`` section, or, from a parameter-server scenario, a
-  flat ring over the nodes' own NICs with the server's latency as its per-hop ``alpha_s``;
-* parameter server: the scenario's ``parameter_server`` section, or, from an all-reduce scenario,
-  a stated default: as many shards as worker nodes (BytePS, Jiang et al., OSDI 2020, §3: with
-  as many servers as worker machines a parameter server moves no more bytes per NIC than an
-  all-reduce), each with a NIC as fast as the fastest worker node's (the ring's ``bandwidth_gbps``
-  when it sets one, which then also becomes every node's NIC), the ring's ``alpha_s`` as its
-  latency, and the section's default apply time.
-
-These are the rules of the core's cross-family compare (``lbsim compare --cross-family``, issue 23),
-so an advice and a cross-family compare run the same scenarios.
-
-**Baseline.** Plain DDP: ``bsp`` with its default parameters (no backup workers) over the
-all-reduce (:data:`BASELINE`). Every speedup, slowdown probability and cost difference is against
-it, on the same variant and seed.
-
-**Equal work or equal time, never equal updates.** An update holds different work in different
-schemes, so a scenario's ``workload.updates`` is dropped: a ``samples`` target (equal work) or a
-``time_budget_s`` (equal time) ends every run; a scenario with neither gets ``--budget-s``.
+* **Families** (:func:`lbsim.lifecycle.families.scheme_network`): a synchronous scheme without
+  backup workers (BSP, static, LB-BSP, LOFT) runs over an **all-reduce**, as PyTorch DDP does;
+  every other scheme (ASP, SSP, DSSP, ElasticBSP, WBSP) with a **parameter server**. The kind of
+  network a scenario lacks is derived by :func:`lbsim.lifecycle.families.network_variant`'s stated
+  rules (from an all-reduce: one server shard per worker node, each with the fastest node's NIC;
+  from a parameter server: a flat ring over the nodes' own NICs); the report lists what was derived.
+* **Baseline**: plain DDP, ``bsp`` with its default parameters (no backup workers, whatever the
+  scenario's scheme says) over the all-reduce (:data:`BASELINE`). Every speedup, slowdown
+  probability and cost difference is against it, on the same variant and seed.
+* **Equal work or equal time, never equal updates** (the lifecycle's equal-work guard refuses the
+  latter): an update holds different work in different schemes, so a scenario's
+  ``workload.updates`` is dropped and a ``samples`` target (equal work) or a ``time_budget_s``
+  (equal time) ends every run; a scenario with neither gets ``--budget-s``.
 """
 
 from __future__ import annotations
@@ -38,17 +29,21 @@ from typing import Any
 
 from lbsim.advise.unknowns import Variant
 from lbsim.errors import InputError
+from lbsim.lifecycle import check_equal_work, scheme_network
+from lbsim.lifecycle import load as lifecycle_load
+from lbsim.lifecycle.families import network_kind
 from lbsim.limits import MAX_SWEEP_RUNS
-from lbsim.scenario.loader import dump_scenario, scenario_from_data, with_scheme
-from lbsim.scenario.overrides import apply_overrides
+from lbsim.scenario.fields import parse
+from lbsim.scenario.loader import dump_scenario, scenario_data, scenario_from_data, with_changes
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
 from lbsim.scenario.workers import WorkerSpec
-from lbsim.schemes.registry import scheme_class
 
 ALLREDUCE = "all-reduce"
 PARAMETER_SERVER = "parameter server"
+FAMILIES = {RingAllReduceConfig.kind: ALLREDUCE, ParameterServerConfig.kind: PARAMETER_SERVER}
 BASELINE = "bsp"
+PLAIN_BASELINE = '{"name": "bsp"}'  # scheme=... override: plain DDP, whatever the scenario's bsp parameters
 NAMES = {"bsp": "BSP", "asp": "ASP", "ssp": "SSP", "dssp": "DSSP", "static": "static split", "lbbsp": "LB-BSP",
          "elastic_bsp": "ElasticBSP", "wbsp": "WBSP", "loft": "LOFT"}
 
@@ -57,49 +52,30 @@ def display_name(scheme: str) -> str:
     return NAMES.get(scheme, scheme)
 
 
-def scheme_family(scheme: str, data: dict[str, Any]) -> str:
-    """All-reduce for a synchronous scheme without backup workers, else parameter server."""
-    cls: Any = scheme_class(scheme)
-    sch = data.get("scheme")
-    backup = sch.get("backup_workers", 0) if isinstance(sch, dict) and sch.get("name") == scheme else 0
-    return ALLREDUCE if getattr(cls, "driver", None) == "sync" and not backup else PARAMETER_SERVER
+def _sets(scheme: str, overrides: Sequence[str]) -> tuple[str | None, list[str]]:
+    """The lifecycle's ``scheme`` argument and overrides for ``scheme`` (the baseline: plain bsp)."""
+    if scheme == BASELINE:
+        return None, [*overrides, f"scheme={PLAIN_BASELINE}"]
+    return scheme, list(overrides)
 
 
-def _network_name(data: dict[str, Any]) -> str:
-    net = data.get("network")
-    return str(net.get("name", "parameter_server")) if isinstance(net, dict) else "parameter_server"
+def scheme_family(scheme: str, base: Scenario, overrides: Sequence[str] = ()) -> str:
+    """The network kind (``ring_allreduce`` / ``parameter_server``) ``scheme`` runs on, by the core's rule."""
+    name, sets = _sets(scheme, overrides)
+    return scheme_network(parse(Scenario, with_changes(scenario_data(base), sets, scheme=name)).scheme)
 
 
-def family_data(data: dict[str, Any], family: str, workers: Sequence[WorkerSpec]) -> tuple[dict[str, Any], list[str]]:
-    """The family's variant of ``data`` and the defaults it used (for the report's assumptions).
-
-    ``workers`` are the scenario's resolved workers (for the parameter server's default size).
-    """
-    out = copy.deepcopy(data)
-    name = _network_name(out)
-    if family == ALLREDUCE:
-        if name == "ring_allreduce":
-            return out, []
-        latency = (out.get("network") or {}).get("latency_s", ParameterServerConfig().latency_s)
-        out["network"] = {"name": "ring_allreduce", "alpha_s": latency}
-        return out, [f"all-reduce family: the scenario's parameter server replaced by a flat ring all-reduce over the "
-                     f"nodes' own NICs, per-hop latency {latency:g} s (the server's), its other keys at their defaults"]
-    if name == "parameter_server":
-        return out, []
-    ring = out.get("network") or {}
-    ring_bw = ring.get("bandwidth_gbps")
-    nodes = len({w.node for w in workers})
-    if ring_bw is not None:
-        for group in out.get("cluster", {}).get("groups", []):
-            group.setdefault("bandwidth_gbps", ring_bw)
-        server_bw = float(ring_bw)
-    else:
-        server_bw = max(w.bandwidth_gbps for w in workers)
-    alpha = ring.get("alpha_s", RingAllReduceConfig().alpha_s)
-    out["network"] = {"name": "parameter_server", "shards": nodes, "server_bandwidth_gbps": server_bw, "latency_s": alpha}
-    return out, [f"parameter-server family: {nodes} server shard{'s' if nodes != 1 else ''} (one per worker node, as "
-                 f"BytePS deploys them), each with a {server_bw:g} Gbit/s NIC (the fastest worker node's), latency "
-                 f"{alpha:g} s (the all-reduce's per-hop), default apply time"]
+def derived_note(scenario: Scenario) -> str:
+    """What the lifecycle derived for a family's network, in words (for the assumptions)."""
+    net = scenario.network
+    rules = "(the core's cross-family rules, lbsim/lifecycle/families.py)"
+    if isinstance(net, ParameterServerConfig):
+        return (f"parameter-server family: a derived server of {net.shards} shard{'s' if net.shards != 1 else ''} (one per "
+                f"worker node), each with a {net.server_bandwidth_gbps:g} Gbit/s NIC (the fastest worker node's), "
+                f"latency {net.latency_s:g} s (the all-reduce's per-hop), apply time {net.apply_s:g} s (default) {rules}")
+    assert isinstance(net, RingAllReduceConfig)
+    return (f"all-reduce family: a derived flat {net.algorithm} all-reduce over the nodes' own NICs, per-hop latency "
+            f"{net.alpha_s:g} s (the server's) {rules}")
 
 
 def equal_work(data: dict[str, Any], budget_s: float) -> tuple[dict[str, Any], list[str]]:
@@ -192,10 +168,6 @@ def throughput_ceiling(scenario: Scenario, workers: Sequence[WorkerSpec]) -> flo
     return total
 
 
-def _scheme_data(data: dict[str, Any], scheme: str) -> dict[str, Any]:
-    return {**data, "scheme": {"name": BASELINE}} if scheme == BASELINE else with_scheme(data, scheme)
-
-
 def _vary_error(err: InputError, variant: Variant, keys: Sequence[str]) -> InputError:
     """A variant's error, named by the ``--vary`` key it comes from where it does."""
     path = err.path.replace("--set ", "", 1)
@@ -208,43 +180,42 @@ def _vary_error(err: InputError, variant: Variant, keys: Sequence[str]) -> Input
 
 def make_plan(base: dict[str, Any], schemes: Sequence[str], variants: Sequence[Variant], seeds: Sequence[int],
               *, budget_s: float, vary_keys: Sequence[str] = (), max_runs: int = MAX_SWEEP_RUNS) -> Plan:
-    """Validate every (scheme, variant) before anything runs; a scheme that the scenario rules out is skipped."""
+    """Every (scheme, variant) loaded and checked by the lifecycle before anything runs; a scheme that
+    the scenario rules out (a memory cap, a missing figure) is skipped with the reason."""
     data, notes = equal_work(base, budget_s)
     if len(schemes) * len(variants) * len(seeds) > max_runs:
         raise InputError("--seeds", f"{len(schemes)} schemes x {len(variants)} variants x {len(seeds)} seeds = "
                                     f"{len(schemes) * len(variants) * len(seeds)} runs, more than the bound of {max_runs}")
-    arms: list[Arm] = []
+    base_scenario = scenario_from_data(data)
     skipped: dict[str, str] = {}
     scenarios: dict[tuple[str, int], Scenario] = {}
     ceilings: dict[int, float] = {}
     families: dict[str, str] = {}
     for v in variants:
         try:
-            varied = apply_overrides(data, v.overrides)
-            plain = scenario_from_data(varied)  # as the user wrote it, with this variant's values
+            plain = lifecycle_load(base_scenario, overrides=v.overrides)  # the scenario with this variant's values
         except InputError as err:
             raise _vary_error(err, v, vary_keys) from None
-        workers = _workers(plain)
-        ceilings[v.index] = throughput_ceiling(plain, workers)
+        ceilings[v.index] = throughput_ceiling(plain, _workers(plain))
         for scheme in schemes:
             if scheme in skipped:
                 continue
-            family = families.setdefault(scheme, scheme_family(scheme, _scheme_data(varied, scheme)))
-            fam, fam_notes = family_data(_scheme_data(varied, scheme), family, workers)
-            for note in fam_notes:
-                if note not in notes:
-                    notes.append(note)
+            name, sets = _sets(scheme, v.overrides)
             try:
-                scenarios[(scheme, v.index)] = scenario_from_data(fam)
+                kind = families.setdefault(scheme, scheme_family(scheme, base_scenario, v.overrides))
+                sc = lifecycle_load(base_scenario, scheme=name, overrides=sets, network=kind)
             except InputError as err:
                 if scheme == BASELINE:
                     raise _vary_error(err, v, vary_keys) from None
                 skipped[scheme] = f"{err} (variant {v.label})" if len(variants) > 1 else str(err)
-    for scheme in schemes:
-        if scheme not in skipped:
-            arms.append(Arm(scheme, families[scheme]))
+                continue
+            scenarios[(scheme, v.index)] = sc
+            if network_kind(sc) != network_kind(plain) and (note := derived_note(sc)) not in notes:
+                notes.append(note)
+        check_equal_work([(s, scenarios[(s, v.index)]) for s in schemes if s not in skipped])
+    arms = [Arm(s, FAMILIES[families[s]]) for s in schemes if s not in skipped]
     return Plan(arms, list(variants), list(seeds), skipped, notes, ceilings,
-                {k: s for k, s in scenarios.items() if k[0] not in skipped})
+                {k: sc for k, sc in scenarios.items() if k[0] not in skipped})
 
 
 def _workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:

@@ -5,7 +5,8 @@ schemes, the seeds, prices) into a :class:`Prepared` advice: every scheme, varia
 checked before anything runs (bad input is an :class:`~lbsim.errors.InputError` naming the option
 or key path). :func:`advise` runs it on a backend and returns the report (the content of
 ``advise.json``, rendered as ``advise.html``). Both are front-end neutral: the CLI
-(``lbsim advise``) and Python callers use them alike; the engine is passed in, as a sweep's is.
+(``lbsim advise``) and Python callers use them alike; every scenario is made and run through the
+core's run lifecycle (:mod:`lbsim.lifecycle`); ``engine`` None is its default (the simulator).
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from lbsim.advise.cluster import (
     parse_cluster,
 )
 from lbsim.advise.cost import default_samples, parse_prices
-from lbsim.advise.execute import Engine, execute
+from lbsim.advise.execute import execute
 from lbsim.advise.plan import ALLREDUCE, BASELINE, Plan, display_name, make_plan
 from lbsim.advise.unknowns import Unknown, colocated_plan, parse_colocated, parse_vary, variants
+from lbsim.engine import Engine
 from lbsim.errors import InputError
 from lbsim.limits import MAX_REPEATS
 from lbsim.scenario.loader import read_yaml, scenario_data, scenario_from_data
@@ -231,7 +233,7 @@ METHOD = [
 ]
 
 
-def advise(prepared: Prepared, engine: Engine, backend: Backend,
+def advise(prepared: Prepared, engine: Engine | None, backend: Backend,
            on_progress: Callable[[int, int], None] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Run the plan; the report (advise.json's content) and one row per run (runs.csv)."""
     r = prepared.request
