@@ -131,11 +131,10 @@ def _print_table(report: dict[str, Any]) -> None:
 def cmd_advise(args: argparse.Namespace, argv: Sequence[str], engine: Any = None) -> int:
     """The command; ``engine`` runs one scenario (None: the run lifecycle's default, the simulator)."""
     from lbsim.advise.run import advise, prepare
+    from lbsim.lifecycle import check_jobs
     from lbsim.run_folder import staged_run
     from lbsim.sweep.backends import DaskPool
     from lbsim.sweep.progress import SweepProgress
-
-    from lbsim.lifecycle import check_jobs
 
     prepared = prepare(_request(args, argv))  # everything is checked before anything runs
     check_jobs(args.jobs, args.scheduler)
