@@ -1,5 +1,6 @@
 """``lbsim plot`` and ``run --plots``: the figures exist as PNG and SVG, open as images, and are readable
-(every axes with data has labelled axes, every figure a title and a legend, units where there are units).
+(every axes with data has labelled axes, every figure a title and a legend, units where there are units,
+no text clipped and no non-negative quantity drawn below zero: :func:`lbsim.plots.layout.figure_problems`).
 
 Readability is checked on the matplotlib figure objects before they are saved; the files are then
 opened (PNG decoded, SVG parsed).
@@ -15,13 +16,17 @@ from contextlib import redirect_stdout
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 pytest.importorskip("matplotlib")
 
 from lbsim.cli import main  # noqa: E402
 from lbsim.plots import figures_for, save_figures  # noqa: E402
+from lbsim.plots.layout import figure_problems  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 EC2 = REPO / "scenarios" / "ec2_mixed.yaml"
@@ -71,7 +76,10 @@ def assert_readable(name: str, fig: Any) -> None:
     for ax in axes:
         assert _labels(ax, "x"), f"{name}: an x axis without a label"
         assert _labels(ax, "y"), f"{name}: a y axis without a label"
-    assert any(ax.get_legend() is not None for ax in axes) or fig.legends, f"{name}: no legend"
+    # a legend, unless each bar is named by its own tick label (a legend would repeat the axis)
+    named = all(len(ax.patches) == len([t for t in ax.get_xticklabels() if t.get_text()]) > 0 for ax in axes)
+    assert any(ax.get_legend() is not None for ax in axes) or fig.legends or named, f"{name}: no legend"
+    assert figure_problems(fig, name) == []  # nothing clipped, no non-negative quantity below zero
 
 
 def assert_files(out: Path, names: set[str]) -> None:
@@ -106,7 +114,9 @@ def test_sweep_figures_are_readable(sweep_dir: Path, tmp_path: Path) -> None:
     assert [t.get_text() for t in panel.get_xticklabels()] == [
         "stragglers=1\nslowdown=1.5", "stragglers=1\nslowdown=3", "stragglers=2\nslowdown=1.5", "stragglers=2\nslowdown=3"]
     assert len(panel.patches) == 3 * 4
-    assert "95% t-interval over 2 seeds; dots: each seed" in figs["throughput"].get_suptitle()
+    # two seeds: each seed a dot and no interval (a t-interval from 2 values reaches below zero)
+    assert "2 seeds: each seed a dot" in figs["throughput"].get_suptitle().replace("\n", " ")
+    assert not [c for c in panel.containers if getattr(c, "errorbar", None) is not None and c.errorbar.lines[2]]
     assert "pooled" not in figs["speedup_vs_bsp"].get_suptitle()
 
 
@@ -134,7 +144,8 @@ def test_speedup_never_pools_a_factor_into_the_interval() -> None:
     assert panel.get_title() == "stragglers = 1"
     means = sorted({round(float(y), 6) for line in panel.get_lines() if line.get_marker() in ("o", "s")
                     for y in line.get_ydata()})
-    assert means == [1.3, 2.1]  # per burstiness level: the mean over seeds, not over both levels (1.7)
+    # per burstiness level: the geometric mean over seeds, not over both levels
+    assert means == [round((1.2 * 1.4) ** 0.5, 6), round((2.0 * 2.2) ** 0.5, 6)]
 
 
 def test_plot_command_on_a_sweep(sweep_dir: Path, tmp_path: Path) -> None:
@@ -260,13 +271,57 @@ def test_big_run_figures_stay_bounded(tmp_path: Path) -> None:
     assert group[0] == list(range(200))
 
 
-def test_t_interval() -> None:
-    from lbsim.plots.stats import mean_ci95, t975
+def test_t_quantiles() -> None:
+    from lbsim.plots.stats import t975
 
     assert t975(1) == 12.706 and t975(2) == 4.303 and abs(t975(60) - 2.000) < 0.001 and abs(t975(120) - 1.980) < 0.001
-    m, h = mean_ci95([1.0, 2.0, 3.0])
-    assert m == 2.0 and abs(h - 4.303 * 1.0 / 3 ** 0.5) < 1e-12
-    assert mean_ci95([5.0]) == (5.0, 0.0)
+
+
+def test_intervals_need_three_values_and_stay_in_range() -> None:
+    from lbsim.plots.stats import mean_bootstrap95, ratio_log_t95, t975
+
+    for est in (mean_bootstrap95([5.0, 7.0]), ratio_log_t95([2.0, 8.0])):
+        assert not est.has_interval and est.errors() == (0.0, 0.0)
+    assert mean_bootstrap95([5.0, 7.0]).center == 6.0 and ratio_log_t95([2.0, 8.0]).center == pytest.approx(4.0)
+    # the example of the issue: throughputs 345 and 533 had a t-interval down to -750; three seeds now
+    est = mean_bootstrap95([345.0, 533.0, 400.0])
+    assert 345.0 <= est.lo < est.center < est.hi <= 533.0
+    assert mean_bootstrap95([345.0, 533.0, 400.0]) == est  # a fixed seed: the same figure every time
+    # ratios: the geometric mean and the t-interval of the logs, back on the ratio scale
+    r = ratio_log_t95([1.0, 2.0, 4.0])
+    half = t975(2) * np.log(2.0) / np.sqrt(3)  # logs 0, ln2, 2 ln2: sd = ln 2
+    assert r.center == pytest.approx(2.0) and r.lo == pytest.approx(2.0 * np.exp(-half)) and r.hi == pytest.approx(2.0 * np.exp(half))
+    with pytest.raises(ValueError):
+        ratio_log_t95([1.0, 0.0, 2.0])
+
+
+@given(st.lists(st.floats(1e-6, 1e6), min_size=3, max_size=12))
+@settings(max_examples=60, deadline=None)
+def test_intervals_never_leave_the_range(values: list[float]) -> None:
+    from lbsim.plots.stats import mean_bootstrap95, ratio_log_t95
+
+    b = mean_bootstrap95(values)
+    assert min(values) * (1 - 1e-12) <= b.lo <= b.center <= b.hi <= max(values) * (1 + 1e-12)
+    r = ratio_log_t95(values)
+    assert 0 < r.lo <= r.center <= r.hi
+
+
+def test_the_figure_check_catches_clipping_and_values_below_zero() -> None:
+    """The reviewer's check used on every figure can fail: a title wider than the figure, and an error
+    bar of a throughput reaching below zero, are both reported; wrapping the title fixes the first."""
+    from lbsim.plots.layout import fit_titles
+    from lbsim.plots.style import new_figure
+
+    fig, ax = new_figure(4, 3)
+    ax[0, 0].bar([0, 1], [400.0, 1400.0], yerr=[[1150.0, 100.0], [1100.0, 100.0]])
+    ax[0, 0].set_ylabel("throughput (samples/s)")
+    ax[0, 0].set_xlabel("scheme")
+    fig.suptitle("A title far too long for a figure four inches wide, as the compare figure used to have")
+    problems = figure_problems(fig)
+    assert any("is clipped" in p for p in problems)
+    assert any("below zero" in p and "throughput" in p for p in problems)
+    fit_titles(fig)
+    assert not any("is clipped" in p for p in figure_problems(fig))
 
 
 @pytest.mark.parametrize(("target", "content", "message"), [

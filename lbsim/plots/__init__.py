@@ -24,8 +24,18 @@ from lbsim.errors import InputError
 PLOTS = "plots"
 
 
-def figures_for(path: Path, *, timeline_s: float = 20.0, x: str | None = None) -> dict[str, Any]:
-    """The figures for a sweep or run folder, by name (matplotlib ``Figure`` objects, not yet saved)."""
+def figures_for(path: Path, *, timeline_s: float | None = None, x: str | None = None) -> dict[str, Any]:
+    """The figures for a sweep or run folder, by name (matplotlib ``Figure`` objects, laid out, not yet saved).
+
+    ``timeline_s``: the seconds a timeline shows (default: the first 20 s, or the whole run if shorter).
+    """
+    figs = _figures(path, timeline_s=timeline_s, x=x)
+    from lbsim.plots.layout import fit_titles
+
+    return {name: fit_titles(fig) for name, fig in figs.items()}
+
+
+def _figures(path: Path, *, timeline_s: float | None, x: str | None) -> dict[str, Any]:
     from lbsim.plots.data import is_compare_dir, is_run_dir, is_sweep_dir, read_compare, read_run, read_sweep
     from lbsim.plots.style import matplotlib_figure_class
 
@@ -55,12 +65,13 @@ def save_figures(figs: dict[str, Any], out: Path) -> list[Path]:
     return paths
 
 
-def plot_dir(path: str | Path, *, out: str | Path | None = None, timeline_s: float = 20.0, x: str | None = None) -> list[Path]:
+def plot_dir(path: str | Path, *, out: str | Path | None = None, timeline_s: float | None = None,
+             x: str | None = None) -> list[Path]:
     """Make and save every figure for ``path``; returns the files written."""
     p = Path(path)
     if not p.is_dir():
         raise InputError(str(path), "no such folder; give a sweep output (lbsim sweep --out) or a run output (lbsim run --out)")
-    if timeline_s <= 0:
+    if timeline_s is not None and timeline_s <= 0:
         raise InputError("--timeline-s", f"must be > 0, got {timeline_s:g}")
     figs = figures_for(p, timeline_s=timeline_s, x=x)
     target = Path(out) if out is not None else p / PLOTS

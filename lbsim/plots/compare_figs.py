@@ -14,18 +14,20 @@ import numpy as np
 
 from lbsim.plots.data import CompareData
 from lbsim.plots.run_figs import (
-    DEFAULT_TIMELINE_S,
     draw_cdf,
     draw_phases,
     draw_staleness,
     draw_timeline,
     iteration_times,
+    phase_handles,
+    timeline_window,
     timeline_workers,
+    window_text,
 )
 from lbsim.plots.style import new_figure, scheme_colors
 
 
-def compare_figures(cmp: CompareData, *, timeline_s: float = DEFAULT_TIMELINE_S) -> dict[str, Any]:
+def compare_figures(cmp: CompareData, *, timeline_s: float | None = None) -> dict[str, Any]:
     schemes = list(cmp.runs)
     colors = scheme_colors(schemes)
     first = cmp.runs[schemes[0]]
@@ -35,7 +37,7 @@ def compare_figures(cmp: CompareData, *, timeline_s: float = DEFAULT_TIMELINE_S)
     fig, ax = new_figure(max(5.0, 1.1 * len(schemes) + 2.5), 4.2)
     a = ax[0, 0]
     thr = [cmp.number(s, "throughput_samples_per_s") for s in schemes]
-    bars = a.bar(range(len(schemes)), thr, color=[colors[s] for s in schemes], label=schemes)
+    bars = a.bar(range(len(schemes)), thr, color=[colors[s] for s in schemes])
     for b, s in zip(bars, schemes, strict=True):
         sp = cmp.number(s, "speedup_vs_first")
         if not np.isnan(sp):
@@ -46,8 +48,8 @@ def compare_figures(cmp: CompareData, *, timeline_s: float = DEFAULT_TIMELINE_S)
     a.set_xlabel("scheme")
     a.set_ylabel("throughput (samples/s)")
     a.grid(True, axis="y", alpha=0.3)
-    a.legend(fontsize="x-small", title=f"vs {schemes[0]}", loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    a.set_title(f"Throughput per scheme, speedup over {schemes[0]} ({where}; one seed: no interval)", fontsize="medium")
+    a.set_title(f"Throughput per scheme; on each bar its speedup over {schemes[0]} ({where}; one seed: no interval)",
+                fontsize="medium")
     figs["throughput"] = fig
 
     fractions = {s: {p: cmp.number(s, f"{p}_fraction") for p in ("fetch", "compute", "comm", "wait")} for s in schemes}
@@ -64,13 +66,17 @@ def compare_figures(cmp: CompareData, *, timeline_s: float = DEFAULT_TIMELINE_S)
 
     rows = max(len(timeline_workers(r)) for r in cmp.runs.values())
     n = len(schemes)
+    window = timeline_window(list(cmp.runs.values()), timeline_s)
     fig, ax = new_figure(10, n * (0.8 + 0.28 * max(rows, 2)) + 0.6, n, 1, sharex=True)
+    phases: list[str] = []
     for k, s in enumerate(schemes):
-        draw_timeline(ax[k, 0], cmp.runs[s], timeline_s, legend=k == 0)
+        phases += [p for p in draw_timeline(ax[k, 0], cmp.runs[s], window, legend=False) if p not in phases]
         ax[k, 0].set_title(s, fontsize="medium", loc="left")
         if k < n - 1:
             ax[k, 0].set_xlabel("")
-    fig.suptitle(f"Worker timelines, first {timeline_s:g} s ({where})")
+    ax[0, 0].legend(handles=phase_handles(phases), fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                    title="phase")
+    fig.suptitle(f"Worker timelines, {window_text(window, list(cmp.runs.values()))} ({where})")
     figs["timelines"] = fig
 
     stale = [s for s, r in cmp.runs.items() if r.it["staleness"].max(initial=0) > 0]

@@ -82,6 +82,21 @@ class RunData:
     def col(self, name: str) -> np.ndarray:
         return self.it.get(name, np.zeros(len(self.it["worker"])))
 
+    @property
+    def measured(self) -> bool:
+        """Whether the times are measured (the torch.distributed runtime), not simulated."""
+        return self.summary.get("engine") == "runtime"
+
+    @property
+    def time_axis(self) -> str:
+        """The label of a time axis: measured or simulated seconds since the run's start."""
+        return "measured time (s)" if self.measured else "simulated time (s)"
+
+    @property
+    def end_s(self) -> float:
+        """When the run's last recorded iteration ended (seconds since its start)."""
+        return float(self.it["end_s"].max(initial=0.0))
+
 
 
 

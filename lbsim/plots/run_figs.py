@@ -46,19 +46,62 @@ def wide(values: Sequence[np.ndarray]) -> bool:
     return bool(len(pos) and pos.max() / pos.min() > 20)
 
 
-def draw_cdf(ax: Any, curves: dict[str, np.ndarray], colors: dict[str, str] | None = None, *, log: bool | None = None) -> None:
-    """One empirical CDF per label (iteration times in seconds); a log x axis if ``log`` (None: if they span > 20x)."""
-    for i, (label, values) in enumerate(curves.items()):
+def nice_log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values for a log axis over [lo, hi]: the 1-2-5 series (1-2-3-5 within two decades),
+    from the largest one <= lo to the smallest one >= hi, so both ends carry a labelled tick."""
+    span = np.log10(hi / lo) if lo > 0 and hi > lo else 0.0
+    mantissas = (1.0, 2.0, 5.0) if span > 2 else (1.0, 2.0, 3.0, 5.0)
+    series = [m * 10.0**e for e in range(int(np.floor(np.log10(lo))) - 1, int(np.ceil(np.log10(hi))) + 2) for m in mantissas]
+    first = max(v for v in series if v <= lo * (1 + 1e-9))
+    last = min(v for v in series if v >= hi * (1 - 1e-9))
+    return [v for v in series if first <= v <= last]
+
+
+def log_axis(ax: Any, values: Sequence[np.ndarray], axis: str = "x") -> None:
+    """A log scale over the positive ``values`` with a labelled tick at each end and between (no bare decades)."""
+    from matplotlib.ticker import FixedLocator, FormatStrFormatter, NullFormatter, NullLocator
+
+    pos = np.concatenate([v[v > 0] for v in values if len(v)])
+    ticks = nice_log_ticks(float(pos.min()), float(pos.max()))
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
+    target.set_major_locator(FixedLocator(ticks))
+    target.set_major_formatter(FormatStrFormatter("%g"))
+    target.set_minor_locator(NullLocator())
+    target.set_minor_formatter(NullFormatter())
+    (ax.set_xlim if axis == "x" else ax.set_ylim)(ticks[0], ticks[-1])
+
+
+def nonnegative(ax: Any, axis: str = "y") -> None:
+    """Keep a linear axis of a non-negative quantity from showing values below zero (call after drawing)."""
+    if axis == "x" and ax.get_xscale() == "linear" and ax.get_xlim()[0] < 0:
+        ax.set_xlim(left=0)
+    if axis == "y" and ax.get_yscale() == "linear" and ax.get_ylim()[0] < 0:
+        ax.set_ylim(bottom=0)
+
+
+def draw_cdf(ax: Any, curves: dict[str, np.ndarray], colors: dict[str, str] | None = None, *, log: bool | None = None,
+             overall: str | None = None) -> None:
+    """One empirical CDF per label (times in seconds); a log x axis if ``log`` (None: if they span > 20x).
+
+    Curves that coincide (under a barrier every instance type's iteration times are the same) stay
+    visible: earlier curves are drawn wider, underneath later ones, and the ``overall`` curve (all
+    workers) is a thin dashed black line on top of them all.
+    """
+    parts = [(k, v) for k, v in curves.items() if k != overall]
+    for i, (label, values) in enumerate(parts):
         if len(values):
             x, y = ecdf(values)
-            ax.step(x, y, where="post", label=label, color=(colors or {}).get(label, PALETTE[i % len(PALETTE)]))
+            ax.step(x, y, where="post", label=label, color=(colors or {}).get(label, PALETTE[i % len(PALETTE)]),
+                    linewidth=min(1.4 + 0.9 * (len(parts) - 1 - i), 4.0), zorder=2 + i)
+    if overall is not None and len(curves.get(overall, ())):
+        x, y = ecdf(curves[overall])
+        ax.step(x, y, where="post", label=overall, color="black", linestyle=(0, (4, 2)), linewidth=1.1,
+                zorder=3 + len(parts))
     if wide(list(curves.values())) if log is None else log:
-        from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
-
-        ax.set_xscale("log")
-        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
-        ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
-        ax.xaxis.set_minor_formatter(NullFormatter())
+        log_axis(ax, list(curves.values()))
+    else:
+        nonnegative(ax, "x")
     ax.set_xlabel("iteration time (s)")
     ax.set_ylabel("fraction of worker-iterations")
     ax.set_ylim(0, 1.02)
@@ -78,8 +121,24 @@ def timeline_workers(run: RunData) -> list[int]:
     return sorted(w for inst in types for w in [k for k, i in enumerate(run.instances) if i == inst][:per])
 
 
-def draw_timeline(ax: Any, run: RunData, window_s: float, *, legend: bool = True) -> None:
-    """Each shown worker's phases (fetch / compute / wait / communicate) during the first ``window_s`` seconds."""
+def timeline_window(runs: Sequence[RunData], window_s: float | None) -> float:
+    """The seconds a timeline shows: ``window_s`` if given, else the first 20 s or the whole run if shorter."""
+    if window_s is not None:
+        return window_s
+    end = max((r.end_s for r in runs), default=0.0)
+    return min(DEFAULT_TIMELINE_S, end) if end > 0 else DEFAULT_TIMELINE_S
+
+
+def phase_handles(phases: Sequence[str]) -> list[Any]:
+    from matplotlib.patches import Patch
+
+    return [Patch(facecolor=PHASE_COLORS[p], label=PHASE_LABELS[p]) for p in phases]
+
+
+def draw_timeline(ax: Any, run: RunData, window_s: float, *, legend: bool = True) -> list[str]:
+    """Each shown worker's phases (fetch / compute / wait / communicate) during the first ``window_s`` seconds.
+
+    Returns the phases drawn (for a shared legend)."""
     shown = timeline_workers(run)
     slot = {w: k for k, w in enumerate(shown)}
     n = len(shown)
@@ -98,16 +157,16 @@ def draw_timeline(ax: Any, run: RunData, window_s: float, *, legend: bool = True
                 ax.broken_barh(list(zip(t[sel], dur[sel], strict=True)), (slot[w] - 0.4, 0.8),
                                facecolors=PHASE_COLORS[phase], edgecolor="none")
         t = t + dur
-    for phase in phases:  # legend entries, once each
-        ax.bar(0, 0, color=PHASE_COLORS[phase], label=PHASE_LABELS[phase])
     ax.set_xlim(0, window_s)
     ax.set_ylim(n - 0.5, -0.5)
     ax.set_yticks(range(n))
     ax.set_yticklabels([worker_label(run, w) for w in shown], fontsize="x-small")
-    ax.set_xlabel("simulated time (s)")
+    ax.set_xlabel(run.time_axis)
     ax.set_ylabel("worker" if n == run.workers else f"worker ({n} of {run.workers}: first of each type)")
     if legend:
-        ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), title="phase")
+        ax.legend(handles=phase_handles(phases), fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                  title="phase")
+    return phases
 
 
 def batch_groups(run: RunData, *, tolerance: float = 0.01, limit: int | None = None) -> list[tuple[list[int], np.ndarray, np.ndarray]]:
@@ -144,50 +203,74 @@ def _workers_text(ws: list[int]) -> str:
     return ",".join(f"w{w}" for w in ws[:4]) + (f",… ({len(ws)})" if len(ws) > 4 else "")
 
 
-def draw_batches(ax: Any, run: RunData) -> None:
-    """Per-worker batch size over simulated time: a colour per instance type, a line style per
-    trajectory within it; coinciding trajectories (:func:`batch_groups`) drawn once (thicker),
-    labelled with their workers, so no worker hides under another.
-    With more than 16 distinct trajectories, each instance type's median and min-max band."""
+def batches_figure(run: RunData, title: str) -> Any:
+    """Per-worker batch size over time: a panel per instance type (each with its own y range).
+
+    In a panel every distinct trajectory has its own colour and line style; coinciding ones
+    (:func:`batch_groups`) are drawn once, labelled with the workers they stand for, so no worker
+    hides under another. With more than 16 distinct trajectories: one panel, each instance type's
+    median and min-max band.
+    """
     groups = batch_groups(run, limit=16)
-    if len(groups) <= 16:
-        types = list(dict.fromkeys(run.instances)) or [""]
-        seen: dict[str, int] = {}
-        for ws, t, b in groups:
-            inst = run.instances[ws[0]] if ws[0] < len(run.instances) else ""
-            same = len({run.instances[w] for w in ws if w < len(run.instances)}) <= 1
-            k = seen[inst] = seen.get(inst, -1) + 1
-            label = f"{_workers_text(ws)} {inst if same else '(mixed types)'}".strip()
-            ax.step(t, b, where="post", label=label + (f" ({len(ws)} alike)" if len(ws) > 1 else ""),
-                    color=PALETTE[types.index(inst) % len(PALETTE)] if inst in types else "black",
-                    linestyle=LINESTYLES[k % len(LINESTYLES)], linewidth=1.2 + 1.3 * (len(ws) > 1))
-        title = "worker"
-    else:
-        by_type: dict[str, list[int]] = {}
-        for w in range(run.workers):
-            by_type.setdefault(run.instances[w] if w < len(run.instances) else "?", []).append(w)
-        for k, (inst, ws) in enumerate(by_type.items()):
-            sel = np.isin(run.it["worker"], ws)
-            upd = run.it["update"][sel]
-            keep = upd >= 0
-            ups, inv = np.unique(upd[keep], return_inverse=True)
-            if not len(ups):
-                continue
-            b = run.it["batch"][sel][keep].astype(float)
-            t = np.full(len(ups), np.inf)
-            np.minimum.at(t, inv, run.it["start_s"][sel][keep])
-            lo, hi = np.full(len(ups), np.inf), np.full(len(ups), -np.inf)
-            np.minimum.at(lo, inv, b)
-            np.maximum.at(hi, inv, b)
-            med = np.array([np.median(b[inv == i]) for i in range(len(ups))]) if len(ups) <= 5000 else (lo + hi) / 2
-            color = PALETTE[k % len(PALETTE)]
-            ax.fill_between(t, lo, hi, step="post", color=color, alpha=0.25, linewidth=0)
-            ax.step(t, med, where="post", color=color, label=f"{inst} ({len(ws)} workers)")
-        title = "median, min-max band"
-    ax.set_xlabel("simulated time (s)")
+    if len(groups) > 16:
+        fig, ax = new_figure(8, 4.5)
+        draw_batch_bands(ax[0, 0], run)
+        ax[0, 0].set_title(title)
+        return fig
+    by_type: dict[str, list[tuple[list[int], np.ndarray, np.ndarray]]] = {}
+    for g in groups:
+        ws = g[0]
+        types = {run.instances[w] if w < len(run.instances) else "" for w in ws}
+        by_type.setdefault(types.pop() if len(types) == 1 else "mixed types", []).append(g)
+    n = len(by_type)
+    fig, ax = new_figure(8, 1.0 + 1.9 * n, n, 1, sharex=True)
+    for k, (inst, gs) in enumerate(by_type.items()):
+        a = ax[k, 0]
+        for j, (ws, t, b) in enumerate(gs):
+            label = _workers_text(ws) + (f" ({len(ws)} alike)" if len(ws) > 1 else "")
+            a.step(t, b, where="post", label=label, color=PALETTE[j % len(PALETTE)],
+                   linestyle=LINESTYLES[(j // len(PALETTE)) % len(LINESTYLES)], linewidth=1.6)
+        a.set_ylabel("batch size (samples)")
+        a.set_title(inst or "workers", fontsize="small", loc="left")
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0), title="worker", title_fontsize="x-small")
+        a.set_ylim(bottom=0)  # a magnitude: from zero, so a change reads at its true size
+        if k < n - 1:
+            a.set_xlabel("")
+    ax[-1, 0].set_xlabel(run.time_axis)
+    nonnegative(ax[-1, 0], "x")
+    fig.suptitle(title)
+    return fig
+
+
+def draw_batch_bands(ax: Any, run: RunData) -> None:
+    """Each instance type's median batch over time and its min-max band (runs with many distinct trajectories)."""
+    by_type: dict[str, list[int]] = {}
+    for w in range(run.workers):
+        by_type.setdefault(run.instances[w] if w < len(run.instances) else "?", []).append(w)
+    for k, (inst, ws) in enumerate(by_type.items()):
+        sel = np.isin(run.it["worker"], ws)
+        upd = run.it["update"][sel]
+        keep = upd >= 0
+        ups, inv = np.unique(upd[keep], return_inverse=True)
+        if not len(ups):
+            continue
+        b = run.it["batch"][sel][keep].astype(float)
+        t = np.full(len(ups), np.inf)
+        np.minimum.at(t, inv, run.it["start_s"][sel][keep])
+        lo, hi = np.full(len(ups), np.inf), np.full(len(ups), -np.inf)
+        np.minimum.at(lo, inv, b)
+        np.maximum.at(hi, inv, b)
+        med = np.array([np.median(b[inv == i]) for i in range(len(ups))]) if len(ups) <= 5000 else (lo + hi) / 2
+        color = PALETTE[k % len(PALETTE)]
+        ax.fill_between(t, lo, hi, step="post", color=color, alpha=0.25, linewidth=0)
+        ax.step(t, med, where="post", color=color, label=f"{inst} ({len(ws)} workers)")
+    ax.set_xlabel(run.time_axis)
     ax.set_ylabel("batch size (samples)")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0), title=title)
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.0, 1.0), title="median, min-max band")
+    nonnegative(ax, "x")
+    nonnegative(ax, "y")
 
 
 def phase_seconds(run: RunData) -> dict[str, dict[str, float]]:
@@ -260,15 +343,21 @@ def draw_accuracy(ax_acc: Any, ax_loss: Any | None, curves: dict[str, RunData], 
         ax_acc.plot(num["time_s"], num["accuracy"], label=label, color=color, marker=".")
         if ax_loss is not None and "loss" in num:
             ax_loss.plot(num["time_s"], num["loss"], label=label, color=color, marker=".")
-    ax_acc.set_xlabel("simulated time (s)")
+    first = next(iter(curves.values()), None)
+    time_axis = first.time_axis if first is not None else "simulated time (s)"
+    ax_acc.set_xlabel(time_axis)
     ax_acc.set_ylabel("held-out accuracy (fraction)")
     ax_acc.grid(True, alpha=0.3)
     ax_acc.legend(fontsize="small", loc="lower right")
+    nonnegative(ax_acc, "x")
+    nonnegative(ax_acc, "y")
     if ax_loss is not None:
-        ax_loss.set_xlabel("simulated time (s)")
+        ax_loss.set_xlabel(time_axis)
         ax_loss.set_ylabel("held-out loss (nats)")
         ax_loss.grid(True, alpha=0.3)
         ax_loss.legend(fontsize="small", loc="upper right")
+        nonnegative(ax_loss, "x")
+        nonnegative(ax_loss, "y")
 
 
 def batches_vary(run: RunData) -> bool:
@@ -278,10 +367,16 @@ def batches_vary(run: RunData) -> bool:
 
 
 def run_title(run: RunData) -> str:
-    return f"{run.scheme}, seed {run.summary.get('seed', '?')}"
+    return f"{run.scheme}, seed {run.summary.get('seed', '?')}" + (", measured" if run.measured else "")
 
 
-def run_figures(run: RunData, *, timeline_s: float = DEFAULT_TIMELINE_S) -> dict[str, Any]:
+def window_text(window_s: float, runs: Sequence[RunData]) -> str:
+    """'first 20 s', or 'the whole run (8.2 s)' when the window covers every run."""
+    end = max((r.end_s for r in runs), default=0.0)
+    return f"the whole run ({end:.3g} s)" if 0 < end <= window_s else f"first {window_s:g} s"
+
+
+def run_figures(run: RunData, *, timeline_s: float | None = None) -> dict[str, Any]:
     """The figures for one run, by file name: always a CDF and a timeline; batches, staleness, accuracy when meaningful."""
     figs: dict[str, Any] = {}
     fig, ax = new_figure(12, 4.5, 1, 2)
@@ -295,9 +390,9 @@ def run_figures(run: RunData, *, timeline_s: float = DEFAULT_TIMELINE_S) -> dict
             curves[inst] = curves["all workers"][ws]
             compute[inst] = compute["all workers"][ws]
     colors = {"all workers": "black", **{k: PALETTE[i % len(PALETTE)] for i, k in enumerate(list(curves)[1:])}}
-    draw_cdf(ax[0, 0], curves, colors)
+    draw_cdf(ax[0, 0], curves, colors, overall="all workers")
     ax[0, 0].set_title("iteration time (start to next start)", fontsize="medium")
-    draw_cdf(ax[0, 1], compute, colors)
+    draw_cdf(ax[0, 1], compute, colors, overall="all workers")
     ax[0, 1].set_xlabel("compute time per iteration (s)")
     ax[0, 1].set_title("compute time (differs per type even under a barrier)", fontsize="medium")
     fig.suptitle(f"Time CDFs by instance type ({run_title(run)})")
@@ -309,16 +404,14 @@ def run_figures(run: RunData, *, timeline_s: float = DEFAULT_TIMELINE_S) -> dict
     ax[0, 0].set_title(f"Where an iteration's time goes, per instance type ({run_title(run)})")
     figs["phases"] = fig
 
+    window = timeline_window([run], timeline_s)
     fig, ax = new_figure(10, 1.2 + 0.35 * max(len(timeline_workers(run)), 2))
-    draw_timeline(ax[0, 0], run, timeline_s)
-    ax[0, 0].set_title(f"Worker timeline, first {timeline_s:g} s ({run_title(run)})")
+    draw_timeline(ax[0, 0], run, window)
+    ax[0, 0].set_title(f"Worker timeline, {window_text(window, [run])} ({run_title(run)})")
     figs["timeline"] = fig
 
     if run.scheme == "lbbsp" or batches_vary(run):
-        fig, ax = new_figure(8, 4.5)
-        draw_batches(ax[0, 0], run)
-        ax[0, 0].set_title(f"Per-worker batch size over time ({run_title(run)})")
-        figs["batch_sizes"] = fig
+        figs["batch_sizes"] = batches_figure(run, f"Per-worker batch size over time ({run_title(run)})")
 
     if run.it["staleness"].max(initial=0) > 0:
         fig, ax = new_figure(6, 4)

@@ -7,10 +7,13 @@ column whose name contains "slowdown", else the first condition column. The *rep
 condition* for run-level figures (timelines, LB-BSP batch sizes, accuracy) is the sweep's last
 condition (the last level of every factor), first repetition.
 
-Error bars are 95% Student-t confidence intervals of the mean over seeds (repetitions) only,
-with every seed's value drawn as a dot: a factor is never pooled into an error bar. In the
-speedup figure every factor other than the x factor and the panel factor gets its own line
-(a line style and marker per level).
+Intervals are over seeds (repetitions) only, with every seed's value drawn as a dot: a factor is
+never pooled into an interval. None is drawn from fewer than 3 seeds (:mod:`lbsim.plots.stats`);
+from more, throughput and time to target get the mean's bootstrap interval and speedups the
+geometric mean's t-interval on the log scale, so no interval leaves the quantity's range. In the
+speedup figure every factor other than the x factor and the panel factor gets its own series (a
+marker and line style per level); a numeric x factor joins a series' points with a line, a
+categorical one (named levels such as ``none``, ``v100``, ``t4``) never does.
 """
 
 from __future__ import annotations
@@ -22,17 +25,20 @@ import numpy as np
 
 from lbsim.plots.data import RunData, SweepData
 from lbsim.plots.run_figs import (
-    DEFAULT_TIMELINE_S,
+    batches_figure,
     draw_accuracy,
-    draw_batches,
     draw_cdf,
     draw_staleness,
     draw_timeline,
     iteration_times,
+    nonnegative,
+    phase_handles,
+    timeline_window,
     timeline_workers,
     wide,
+    window_text,
 )
-from lbsim.plots.stats import mean_ci95
+from lbsim.plots.stats import interval_note, mean_bootstrap95, ratio_log_t95
 from lbsim.plots.style import LINESTYLES, MARKERS, new_figure, ordered_schemes, scheme_colors
 
 Cond = tuple[str, ...]
@@ -85,13 +91,9 @@ class _Table:
                 and (rep is None or int(r.get("repetition") or 0) == rep)]
 
 
-def ci_note(reps: int) -> str:
-    return (f"mean and 95% t-interval over {reps} seeds; dots: each seed" if reps > 1
-            else "one seed: no interval")
-
-
 def bars_figure(t: _Table, column: str, ylabel: str, title: str, *, missing: str | None = None) -> Any:
-    """Grouped bars, mean and 95% t-interval over repetitions (dots: each seed): a group per condition, a bar per scheme.
+    """Grouped bars, the mean over repetitions and (3 seeds or more) its bootstrap interval, every seed a dot:
+    a group per condition, a bar per scheme.
 
     With more than six conditions and at least two condition factors, one panel per level of
     the first factor (the rest of the condition on each panel's x axis). ``missing`` labels the
@@ -109,16 +111,17 @@ def bars_figure(t: _Table, column: str, ylabel: str, title: str, *, missing: str
         a = ax[k, 0]
         x = np.arange(len(conds))
         for j, scheme in enumerate(t.schemes):
-            stats = [mean_ci95(vals[(scheme, c)]) if vals.get((scheme, c)) else (np.nan, 0.0) for c in conds]
+            stats = [mean_bootstrap95(vals.get((scheme, c), [])) for c in conds]
             xs = x + (j - (n_s - 1) / 2) * width
-            a.bar(xs, [m for m, _ in stats], width, yerr=[s for _, s in stats],
+            errs = np.array([e.errors() for e in stats]).T
+            a.bar(xs, [e.center for e in stats], width, yerr=errs if any(e.has_interval for e in stats) else None,
                   label=scheme, color=t.colors[scheme], capsize=2, error_kw={"elinewidth": 0.8}, alpha=0.85)
             for xi, c in zip(xs, conds, strict=True):
                 seeds = vals.get((scheme, c), [])
                 if len(seeds) > 1:
                     a.plot([xi] * len(seeds), seeds, linestyle="none", marker="o", markersize=2.5, color="black", zorder=3)
-            for xi, (m, _) in zip(xs, stats, strict=True):
-                if missing and np.isnan(m):
+            for xi, e in zip(xs, stats, strict=True):
+                if missing and np.isnan(e.center):
                     a.text(xi, 0, f" {missing}", rotation=90, ha="center", va="bottom", fontsize="x-small",
                            color=t.colors[scheme])
         shown = t.conds[1:] if facet else t.conds
@@ -131,8 +134,9 @@ def bars_figure(t: _Table, column: str, ylabel: str, title: str, *, missing: str
             a.set_title(f"{short(t.conds[0])} = {level}", fontsize="medium")
         if k == 0:
             a.legend(title="scheme", fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+        nonnegative(a, "y")
     ax[-1, 0].set_xlabel("condition (" + ", ".join(short(c) for c in (t.conds[1:] if facet else t.conds)) + ")" if t.conds else "")
-    fig.suptitle(f"{title}\n({ci_note(t.reps)})")
+    fig.suptitle(f"{title}\n({interval_note(t.reps)})")
     return fig
 
 
@@ -167,32 +171,35 @@ def speedup_figure(t: _Table, x: str | None) -> Any | None:
                    cond[xi] if xi is not None else "all")
             ratios[key].append(v / b)
     rests = list(dict.fromkeys(tuple(c[i] for i in rest_idx) for c in t.conditions))
-    fig, ax = new_figure(4.6 * len(facet_levels) + 1.8, 4.8, 1, len(facet_levels), sharey=True)
+    series = [(scheme, rest) for scheme in t.schemes if scheme != base for rest in rests]
+    fig, ax = new_figure(4.6 * len(facet_levels) + 2.4, 4.8, 1, len(facet_levels), sharey=True)
     for k, level in enumerate(facet_levels):
         a = ax[0, k]
         a.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-        for j, scheme in enumerate(t.schemes):
-            if scheme == base:
+        for s_i, (scheme, rest) in enumerate(series):
+            m = rests.index(rest)
+            pts = [(xpos[v], ratio_log_t95(ratios[(scheme, level, rest, v)]), ratios[(scheme, level, rest, v)])
+                   for v in x_levels if ratios.get((scheme, level, rest, v))]
+            if not pts:
                 continue
-            for m, rest in enumerate(rests):
-                pts = [(xpos[v], *mean_ci95(ratios[(scheme, level, rest, v)]), ratios[(scheme, level, rest, v)])
-                       for v in x_levels if ratios.get((scheme, level, rest, v))]
-                if not pts:
-                    continue
-                off = (j * len(rests) + m - (len(t.schemes) * len(rests)) / 2) * (0.012 if numeric else 0.04)
-                span = (max(xpos.values()) - min(xpos.values())) if numeric and len(xpos) > 1 else 1.0
-                off *= span if numeric else 1.0
-                label = scheme + (", " + ", ".join(f"{short(t.conds[i])}={r}" for i, r in zip(rest_idx, rest, strict=True))
-                                  if rest else "")
-                a.errorbar([p[0] + off for p in pts], [p[1] for p in pts], yerr=[p[2] for p in pts], label=label,
-                           color=t.colors[scheme], marker=MARKERS[m % len(MARKERS)],
-                           linestyle=LINESTYLES[m % len(LINESTYLES)], capsize=3, markersize=5)
-                for p in pts:
-                    a.plot([p[0] + off] * len(p[3]), p[3], linestyle="none", marker=".", markersize=3,
-                           color=t.colors[scheme], alpha=0.6)
+            # dodge the series around each x position so points and intervals do not hide each other
+            off = (s_i - (len(series) - 1) / 2) * (0.25 / max(len(series), 1) if not numeric else 0.012)
+            if numeric:
+                off *= (max(xpos.values()) - min(xpos.values())) if len(xpos) > 1 else 1.0
+            label = scheme + (", " + ", ".join(f"{short(t.conds[i])}={r}" for i, r in zip(rest_idx, rest, strict=True))
+                              if rest else "")
+            errs = np.array([p[1].errors() for p in pts]).T
+            a.errorbar([p[0] + off for p in pts], [p[1].center for p in pts],
+                       yerr=errs if any(p[1].has_interval for p in pts) else None, label=label,
+                       color=t.colors[scheme], marker=MARKERS[m % len(MARKERS)],
+                       linestyle=LINESTYLES[m % len(LINESTYLES)] if numeric else "none", capsize=3, markersize=5)
+            for p in pts:
+                a.plot([p[0] + off] * len(p[2]), p[2], linestyle="none", marker=".", markersize=3,
+                       color=t.colors[scheme], alpha=0.6)
         if not numeric:
             a.set_xticks(list(xpos.values()))
             a.set_xticklabels(x_levels)
+            a.set_xlim(-0.5, len(x_levels) - 0.5)
         elif x_levels:
             a.set_xticks([xpos[v] for v in x_levels])
         a.set_xlabel(axis_label(xcol) if xcol else "")
@@ -202,8 +209,9 @@ def speedup_figure(t: _Table, x: str | None) -> Any | None:
         if k == len(facet_levels) - 1:
             a.legend(fontsize="x-small", title="scheme", loc="upper left", bbox_to_anchor=(1.0, 1.0))
     ax[0, 0].set_ylabel(f"speedup over {base.upper()} (throughput ratio)")
+    ax[0, 0].set_ylim(bottom=0)
     fig.suptitle(f"Speedup over {base.upper()} vs {short(xcol) if xcol else 'condition'} "
-                 f"(same condition and seed; {ci_note(t.reps)})")
+                 f"(same condition and seed; {interval_note(t.reps, 'ratio')})")
     return fig
 
 
@@ -271,7 +279,7 @@ def representative(t: _Table) -> tuple[Cond, dict[str, dict[str, str]]]:
     return cond, picked
 
 
-def sweep_figures(sweep: SweepData, *, timeline_s: float = DEFAULT_TIMELINE_S, x: str | None = None) -> dict[str, Any]:
+def sweep_figures(sweep: SweepData, *, timeline_s: float | None = None, x: str | None = None) -> dict[str, Any]:
     """Every sweep-level figure that the results support, by file name."""
     if not sweep.rows:
         return {}
@@ -297,20 +305,21 @@ def sweep_figures(sweep: SweepData, *, timeline_s: float = DEFAULT_TIMELINE_S, x
     where = t.cond_text(cond, ", ")
     if "lbbsp" in picked:
         run = runs.get(picked["lbbsp"]["run"])
-        fig, ax = new_figure(8, 4.5)
-        draw_batches(ax[0, 0], run)
-        ax[0, 0].set_title(f"LB-BSP per-worker batch size ({where}, seed {run.summary.get('seed')})", fontsize="medium")
-        figs["lbbsp_batches"] = fig
+        figs["lbbsp_batches"] = batches_figure(run, f"LB-BSP per-worker batch size ({where}, seed {run.summary.get('seed')})")
     if picked:
         n = len(picked)
-        first = runs.get(next(iter(picked.values()))["run"])
-        fig, ax = new_figure(10, n * (0.8 + 0.28 * max(len(timeline_workers(first)), 2)) + 0.6, n, 1, sharex=True)
-        for k, (scheme, row) in enumerate(picked.items()):
-            draw_timeline(ax[k, 0], runs.get(row["run"]), timeline_s, legend=k == 0)
+        shown = [runs.get(row["run"]) for row in picked.values()]
+        window = timeline_window(shown, timeline_s)
+        fig, ax = new_figure(10, n * (0.8 + 0.28 * max(len(timeline_workers(shown[0])), 2)) + 0.6, n, 1, sharex=True)
+        phases: list[str] = []
+        for k, (scheme, run) in enumerate(zip(picked, shown, strict=True)):
+            phases += [p for p in draw_timeline(ax[k, 0], run, window, legend=False) if p not in phases]
             ax[k, 0].set_title(scheme, fontsize="medium", loc="left")
             if k < n - 1:
                 ax[k, 0].set_xlabel("")
-        fig.suptitle(f"Worker timelines, first {timeline_s:g} s ({where}, first seed)")
+        ax[0, 0].legend(handles=phase_handles(phases), fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                        title="phase")
+        fig.suptitle(f"Worker timelines, {window_text(window, shown)} ({where}, first seed)")
         figs["timelines"] = fig
     with_numerics = {s: runs.get(r["run"]) for s, r in picked.items() if runs.get(r["run"]).numerics is not None}
     if with_numerics:
