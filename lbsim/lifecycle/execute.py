@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 
 SIMULATE_SHARE = 0.7
 """Share of a run's progress bar that simulating takes; writing the files is the rest."""
+TRACE_SHARE = 0.5
+"""With a trace, the share of the bar that streaming it takes (the last part)."""
 
 Finish = Callable[[Path], None]
 """A last step on the staged run folder before it is swapped in (e.g. writing figures)."""
@@ -83,10 +85,11 @@ def simulate(spec: RunSpec | Scenario, *, engine: Engine | None = None,
     return run_on(scenario) if progress is None else run_on(scenario, progress)
 
 
-def write_trace(out: Path, scenario: Scenario, result: RunResult, kind: str = "json") -> None:
-    """``out/trace.json`` (or ``trace.json.gz``): the worker timelines in Chrome trace-event format (Perfetto)."""
-    from lbsim.metrics.trace import chrome_trace, trace_bytes
-    from lbsim.metrics.writers import atomic_write_bytes
+def write_trace(out: Path, scenario: Scenario, result: RunResult, kind: str = "json",
+                on_progress: Callable[[float], None] | None = None) -> None:
+    """``out/trace.json`` (or ``trace.json.gz``): the worker timelines in Chrome trace-event format
+    (Perfetto), streamed in bounded memory (:func:`lbsim.metrics.trace.write_trace`)."""
+    from lbsim.metrics.trace import write_trace as stream_trace
     from lbsim.scenario.resolve import resolve_workers
 
     workers = resolve_workers(scenario)
@@ -94,9 +97,10 @@ def write_trace(out: Path, scenario: Scenario, result: RunResult, kind: str = "j
     meta = {k: result.summary.get(k) for k in ("scheme", "seed", "engine", "workers")}
     net = scenario.network
     apply_each_s = net.apply_s / net.shards if getattr(net, "kind", "") == "parameter_server" else None  # type: ignore[union-attr]
-    trace = chrome_trace(result.iterations, result.updates, worker_names=names, metadata={"scenario": scenario.name, **meta},
-                         nominal_compute_s=[w.compute_s for w in workers], apply_each_s=apply_each_s)
-    atomic_write_bytes(out / ("trace.json.gz" if kind == "gz" else "trace.json"), trace_bytes(trace, gz=kind == "gz"))
+    stream_trace(out / ("trace.json.gz" if kind == "gz" else "trace.json"), result.iterations, result.updates,
+                 gz=kind == "gz", on_progress=on_progress, worker_names=names,
+                 metadata={"scenario": scenario.name, **meta}, nominal_compute_s=[w.compute_s for w in workers],
+                 apply_each_s=apply_each_s)
 
 
 def write_header(folder: Path, scenario: Scenario, argv: Sequence[str] | None = None) -> None:
@@ -109,15 +113,17 @@ def write_header(folder: Path, scenario: Scenario, argv: Sequence[str] | None = 
 
 
 def write_results(folder: Path, scenario: Scenario, result: RunResult, *, fmt: Format = "csv",
-                  trace: str | None = None, on_file: Callable[[str], None] | None = None) -> None:
+                  trace: str | None = None, on_file: Callable[[str], None] | None = None,
+                  on_trace: Callable[[float], None] | None = None) -> None:
     """A run's results into ``folder``: the tables as ``fmt``, ``provenance.json``, ``summary.json``
-    (:func:`lbsim.output.write_run`), then the Perfetto trace when ``trace`` is ``json`` or ``gz``."""
+    (:func:`lbsim.output.write_run`), then the Perfetto trace when ``trace`` is ``json`` or ``gz``
+    (``on_trace(fraction)`` as it streams)."""
     write_tables(folder, result.iterations, result.updates, result.summary, result.decisions, result.numerics,
                  fmt=fmt, on_file=on_file)
     if trace:
         if on_file is not None:
             on_file("trace")
-        write_trace(folder, scenario, result, trace)
+        write_trace(folder, scenario, result, trace, on_progress=on_trace)
 
 
 def write_run(folder: Path, scenario: Scenario, result: RunResult, *, argv: Sequence[str] | None = None,
@@ -152,10 +158,12 @@ def run_into(folder: Path, spec: RunSpec, *, engine: Engine | None = None, argv:
             result = simulate(spec, engine=engine)
             write_results(folder, spec.scenario, result, fmt=fmt, trace=trace)
         else:
-            result = simulate(spec, engine=engine, progress=lambda f: bar.update(SIMULATE_SHARE * f))
+            scale = 1.0 - TRACE_SHARE if trace else 1.0  # with a trace, streaming it is the bar's last half
+            result = simulate(spec, engine=engine, progress=lambda f: bar.update(scale * SIMULATE_SHARE * f))
             shares = iter((SIMULATE_SHARE, 0.95, 0.97, 0.99))  # iterations is by far the largest table
             write_results(folder, spec.scenario, result, fmt=fmt, trace=trace,
-                          on_file=lambda name: bar.update(next(shares, 0.99), f"{label}: write {name}"))
+                          on_file=lambda name: bar.update(scale * next(shares, 0.99), f"{label}: write {name}"),
+                          on_trace=lambda f: bar.update(scale + 0.99 * TRACE_SHARE * f))
     return RunOutcome(spec, result.summary, result if keep_result else None, folder)
 
 
