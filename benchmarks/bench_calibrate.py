@@ -24,9 +24,7 @@ from lbsim.cli import main
 from lbsim.scenario.loader import scenario_from_data
 from lbsim.simulator.run import simulate
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "pollux_osdi21_t4_step_time"
-if not DATA.is_dir():
-    DATA = Path("/work/shared/data/traces/pollux_osdi21_t4_step_time")
+DATA = Path(__file__).resolve().parents[1] / "data" / "pollux_t4"  # shipped (data/pollux_t4/README.md)
 CSV = DATA / "cifar10_placements.csv"
 GRADIENT_BYTES = 11_173_962 * 4
 FIT = [(2,), (4,), (1, 1), (2, 2), (1, 1, 1, 1)]

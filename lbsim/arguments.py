@@ -2,7 +2,7 @@
 
 ``lbsim train`` (:mod:`lbsim.cli`) and ``torchrun -m lbsim.runtime.worker`` take the same arguments; both
 build them here, so neither engine imports the CLI (the CLI imports the engines inside its
-commands). :class:`OneLineParser` reports a usage error as product.md asks: one line on stderr,
+commands). :class:`OneLineParser` reports a usage error as the product contract asks (docs/references.md §9): one line on stderr,
 exit code 2, no usage dump.
 """
 
@@ -13,7 +13,7 @@ from typing import NoReturn
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse with product.md's error style: one line on stderr, exit code 2, no usage dump."""
+    """argparse with the product's error style (docs/references.md §9): one line on stderr, exit code 2, no usage dump."""
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")

@@ -1,6 +1,6 @@
 """The ``lbsim`` command line: run | compare | sweep | advise | plot | train | profile | validate | schemes | catalog.
 
-Exit codes (product.md): 0 success, 2 invalid input (one line naming the key path, no
+Exit codes (docs/references.md §9): 0 success, 2 invalid input (one line naming the key path, no
 traceback, nothing written), 1 anything else. Engines are imported inside the commands that
 need them, so ``lbsim schemes`` never loads simpy.
 """

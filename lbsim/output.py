@@ -1,4 +1,4 @@
-"""Writing a run's results: the output contract of product.md, every file atomic.
+"""Writing a run's results: the output contract (docs/references.md §9), every file atomic.
 
 The commands write into a staging folder that replaces the run folder only when the run is
 complete (:mod:`lbsim.run_folder`), so a run folder never mixes two runs.

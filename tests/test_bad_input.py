@@ -1,6 +1,6 @@
 """Bad input ends with one line on stderr naming the key path, exit code 2, no traceback, nothing written.
 
-product.md, Non-negotiables: every user error -- YAML syntax, unknown keys anywhere, wrong types,
+docs/references.md §9 (the product contract): every user error -- YAML syntax, unknown keys anywhere, wrong types,
 out-of-range values, unknown names, missing or malformed traces, batches that cannot fit, schemes
 that cannot run on the network, contention naming missing workers, bad ``--set`` and bad scheme
 names on the command line -- gets a one-line error naming the key path and what is allowed,

@@ -24,9 +24,7 @@ from lbsim.cli import main
 from lbsim.errors import InputError
 from lbsim.network.overlap import OverlapParams
 
-POLLUX = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces" / "pollux_osdi21_t4_step_time"
-if not POLLUX.is_dir():
-    POLLUX = Path("/work/shared/data/traces/pollux_osdi21_t4_step_time")
+POLLUX = Path(__file__).resolve().parents[1] / "data" / "pollux_t4"  # shipped (data/pollux_t4/README.md)
 FIT = [(2,), (4,), (1, 1), (2, 2), (1, 1, 1, 1)]
 FIT_ARG = "2,4,11,22,1111"
 TRUE = LinkFigures(intra_bandwidth_gbps=40.0, intra_latency_s=2e-4, nic_bandwidth_gbps=8.0, nic_latency_s=1e-3,
@@ -212,7 +210,6 @@ POLLUX_MODELS = {"cifar10": (44_695_848, 0.10), "imagenet": (102_228_128, 0.10),
                  "ncf": (6_410_628, 0.15), "deepspeech2": (164_751_872, 0.15), "yolov3": (246_504_196, 0.15)}
 
 
-@pytest.mark.skipif(not POLLUX.is_dir(), reason="Pollux traces not present")
 @pytest.mark.parametrize("fit_arg", [FIT_ARG, "2,4,22,44,11"])
 @pytest.mark.parametrize("model", sorted(POLLUX_MODELS))
 def test_pollux_held_out_error_within_the_issue_bound(model: str, fit_arg: str) -> None:

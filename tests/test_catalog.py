@@ -1,4 +1,4 @@
-"""Tests for lbsim.scenario.catalog: provenance, consistency and fidelity to real-data.md."""
+"""Tests for lbsim.scenario.catalog: provenance, consistency and fidelity to references.md."""
 
 import csv
 import dataclasses
@@ -33,7 +33,7 @@ def test_every_entry_has_a_source_citing_real_data_or_a_shipped_measurement():
             path = _measured_file(entry.source)
             assert path is not None and path.is_file(), entry  # the measurement ships with lbsim
         else:
-            assert "real-data.md §" in entry.source, entry
+            assert "references.md §" in entry.source, entry
     for p in PERFORMANCE.values():
         if not p.source.startswith("measured:"):
             assert re.search(r"\[D\d+\]", p.source), p  # names the data key, not just the section
@@ -116,7 +116,7 @@ def test_effective_bandwidth_respects_single_flow_cap():
 
 @pytest.mark.parametrize("b, measured", [(64, 0.060), (513, 0.355), (32, 0.043), (1024, 0.702)])
 def test_t4_resnet18_fit_reproduces_pollux_medians(b, measured):
-    # medians printed in real-data.md §1.1 for the T4 ResNet-18/CIFAR-10 profile
+    # medians printed in references.md §1.1 for the T4 ResNet-18/CIFAR-10 profile
     p = performance("resnet18_cifar10", "g4dn.xlarge")
     assert step_time(p, b) == pytest.approx(measured, rel=0.10)
 
@@ -140,15 +140,9 @@ def test_k80_two_point_fit_reproduces_tf_benchmarks():
 
 
 def _raw_t4_trace():
-    here = Path(__file__).resolve().parents[1]
-    for root in (here / "shared", here.parent / "shared"):
-        f = root / "data/traces/pollux_osdi21_t4_step_time/cifar10_placements.csv"
-        if f.is_file():
-            return f
-    return None
+    return Path(__file__).resolve().parents[1] / "data" / "pollux_t4" / "cifar10_placements.csv"  # shipped
 
 
-@pytest.mark.skipif(_raw_t4_trace() is None, reason="shared Pollux T4 trace not available")
 def test_t4_resnet18_fit_against_raw_trace():
     times = defaultdict(list)
     with open(_raw_t4_trace()) as fh:
@@ -234,7 +228,7 @@ def test_nodes_and_links() -> None:
 
     g = INSTANCES["g4dn.12xlarge"]  # the Pollux/Sia testbed
     assert (g.gpus_per_node, g.accelerator) == (4, "T4 16GB")
-    # effective figures from the measured BERT-base sync tails (real-data.md §1.6), not the rated 50 Gbit/s:
+    # effective figures from the measured BERT-base sync tails (references.md §1.6), not the rated 50 Gbit/s:
     # 2 nodes x 1 GPU: 440 MB in 0.76 s; 1 node x 4 GPUs: 2 (3/4) 440 MB in 93 ms
     assert g.bandwidth_gbps == pytest.approx(440e6 * 8 / 0.76 / 1e9, abs=0.01)
     assert g.intra_bandwidth_gbps == pytest.approx(2 * 0.75 * 440e6 * 8 / 0.093 / 1e9, abs=0.1)

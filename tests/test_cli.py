@@ -1,4 +1,4 @@
-"""The command line's output contract (product.md): run, compare, schemes, catalog.
+"""The command line's output contract (docs/references.md §9): run, compare, schemes, catalog.
 
 Runs are kept short with ``--set workload.time_budget_s=...``; everything goes through
 ``lbsim.cli.main`` in-process except one console-script smoke test.

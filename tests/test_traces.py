@@ -68,7 +68,7 @@ def test_pai_job4_persistent_stragglers():
     assert m.shape == (10, 2183)
     mean = m.mean(axis=1)
     slow = set(np.flatnonzero(mean > 1.3).tolist())
-    assert slow == {0, 5, 6, 7, 8}  # real-data.md §4.1: workers 0, 5-8 at 1.5-2.5x
+    assert slow == {0, 5, 6, 7, 8}  # references.md §4.1: workers 0, 5-8 at 1.5-2.5x
     assert (mean[[1, 2, 3, 4, 9]] < 0.6).all()  # the fast group, ~0.46-0.49x
 
 

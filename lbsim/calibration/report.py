@@ -1,6 +1,6 @@
 """Regenerate the tables of ``docs/validation.md``: ``python -m lbsim.calibration.report``.
 
-For each of the six Pollux models (``shared/data/traces/pollux_osdi21_t4_step_time``):
+For each of the six Pollux models (``data/pollux_t4/``, shipped with its licence and source):
 
 1. ``lbsim calibrate`` on the fit placements (the CLI itself: fit, then one simulation per row);
    its ``predictions.csv`` gives lbsim's calibrated error of every row;
@@ -255,7 +255,7 @@ def render(results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m lbsim.calibration.report", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="../shared/data/traces/pollux_osdi21_t4_step_time",
+    ap.add_argument("--data", default="data/pollux_t4",
                     help="folder of the Pollux <model>_placements.csv files")
     ap.add_argument("--out", default="runs/validation", help="where each model's calibrate output goes")
     ap.add_argument("--doc", default="docs/validation.md", help="document whose generated part is replaced")

@@ -1,4 +1,4 @@
-"""Pure summaries of a run's records (the ``summary.json`` contract in product.md).
+"""Pure summaries of a run's records (the ``summary.json`` contract, docs/references.md §9).
 
 Definitions:
 * ``sim_time_s`` — the run's end: the time budget when one was given and reached, else the time
