@@ -12,7 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from lbsim.calibration.command import parse_jitter_cv
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE
