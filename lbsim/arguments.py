@@ -28,7 +28,10 @@ def scenario_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("scenario", help="scenario YAML file")
     sp.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="override a scenario key, e.g. --set scheme.staleness=2 (repeatable)")
-    sp.add_argument("--out", help="output directory (default: runs/<scenario>/<scheme or compare>)")
+    sp.add_argument("--out", help="output directory (default: runs/<scenario>/<scheme or compare>; if that holds an "
+                                  "earlier run, it is kept and this one goes to <default>-2, -3, ...)")
+    sp.add_argument("--replace", action="store_true",
+                    help="write over an earlier run in the default output directory instead of a fresh <default>-N")
     sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
 

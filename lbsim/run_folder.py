@@ -17,13 +17,17 @@ command writing the same folder is refused with exit 2 while the first runs. Run
 through the sibling ``.OUT.lock`` (removed after the run); a sweep through ``OUT/.lock``.
 
 An existing ``OUT`` that is not empty and holds no lbsim output is never replaced (a mistyped
-``--out ~`` must not swap a home folder away).
+``--out ~`` must not swap a home folder away). Which folder a run goes to in the first place
+(:func:`choose_out`): a default folder that holds an earlier run is kept and the new run gets a
+fresh name (``DIR-2``, ...), unless ``--replace``; a folder named with ``--out`` is replaced, and
+the command says so.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import os
 import re
@@ -173,7 +177,63 @@ def staged_run(out: Path, *, keep_on: tuple[type[BaseException], ...] = ()) -> I
         except keep_on:
             swap_in(stage, out)
             raise
-        except BaseException:
+        except BaseException as err:
             shutil.rmtree(stage, ignore_errors=True)
+            if isinstance(err, OSError) and err.filename and str(err.filename).startswith(str(stage) + os.sep):
+                # name the file as the user knows it (OUT/x), not by the staging folder that is gone now
+                where = out / os.path.relpath(err.filename, stage)
+                raise OSError(err.errno, err.strerror, str(where)) from err
             raise
         swap_in(stage, out)
+
+
+# -- where a new run goes: keep an earlier run in the default folder -----------------------------
+#
+# A default folder (no --out: runs/<scenario>/<scheme>, .../compare, .../runtime/<scheme>, ...) that
+# already holds a run is kept: the new run gets the first free name DIR-2, DIR-3, ... and the
+# command says so on stderr. --replace writes over the default folder instead. A folder named with
+# --out is the user's choice: a run there replaces the earlier one whole (as issue 16 set), and the
+# command says that it did. Nothing else is ever replaced.
+
+MAX_FRESH_NAMES = 10_000  # DIR-2 .. DIR-10000: beyond, the user is asked to choose
+
+
+def holds_output(path: Path) -> bool:
+    """Whether ``path`` is a folder with something in it (an earlier run, or anything else)."""
+    try:
+        return path.is_dir() and any(path.iterdir())
+    except OSError:
+        return True  # unreadable: never written over silently
+
+
+@dataclasses.dataclass(frozen=True)
+class OutChoice:
+    """Where a run is written and what the command tells the user about it (None: nothing to tell)."""
+
+    path: Path
+    note: str | None = None
+    replaces: bool = False  # an earlier run in ``path`` is replaced
+
+
+def choose_out(requested: str | Path | None, default: Path, *, replace: bool = False) -> OutChoice:
+    """The folder a run goes to: ``requested`` (``--out``) as given, else ``default`` or a fresh sibling.
+
+    * ``--out DIR``: DIR, replacing an earlier run there (the note says so);
+    * no ``--out``, the default folder absent or empty: the default;
+    * no ``--out``, the default holds a run, ``replace``: the default, replaced (the note says so);
+    * no ``--out``, the default holds a run: the first of ``DIR-2``, ``DIR-3``, ... that does not
+      exist, the default kept (the note says where the run went and how to replace instead).
+    """
+    if requested is not None:
+        out = Path(requested)
+        return OutChoice(out, f"replaced the earlier run in {out}/" if holds_output(out) else None, holds_output(out))
+    if not holds_output(default):
+        return OutChoice(default)
+    if replace:
+        return OutChoice(default, f"replaced the earlier run in {default}/ (--replace)", True)
+    for k in range(2, MAX_FRESH_NAMES + 1):
+        fresh = default.with_name(f"{default.name}-{k}")
+        if not fresh.exists() and not fresh.is_symlink():
+            return OutChoice(fresh, f"{default}/ holds an earlier run, kept; this run is in {fresh}/ "
+                                    f"(--replace writes over {default}/ instead, --out DIR chooses)")
+    raise InputError("--out", f"{default} and {default}-2 .. -{MAX_FRESH_NAMES} all exist; give --out DIR or --replace")

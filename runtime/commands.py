@@ -183,8 +183,9 @@ def _scheme_list(text: str | None) -> list[str]:
 
 
 def print_calibration(cal: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from lbsim.tables import console, table_width
 
     table = Table(title=f"lbsim profile on {cal['host']}: t(b) = t0_s + b / samples_per_s per scenario group")
     for col in ("group", "workers", "batch sizes", "mean compute (s)", "t0_s", "samples/s", "jitter_cv"):
@@ -193,7 +194,7 @@ def print_calibration(cal: dict[str, Any]) -> None:
         table.add_row(str(g["group"]), ",".join(map(str, g["workers"])), ",".join(map(str, g["sizes"])),
                       ", ".join(f"{t:.4f}" for t in g["mean_compute_s"]), f"{g['t0_s']:.4g}", f"{g['samples_per_s']:.4g}",
                       f"{g['jitter_cv']:.3g}")
-    Console(width=max(120, Console().width)).print(table)
+    console(table_width() or 160).print(table)
     net = cal["overrides"].get("network")
     if net:
         print(f"round overhead (mean comm_s) {cal['comm_s_mean']:.4g} s -> ring all-reduce alpha_s {net['alpha_s']:.4g}, "
@@ -201,10 +202,10 @@ def print_calibration(cal: dict[str, Any]) -> None:
 
 
 def print_validation(report: dict[str, Any], *, title: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from lbsim.runtime.validate import TABLE
+    from lbsim.tables import console, table_width
 
     table = Table(title=title)
     table.add_column("scheme")
@@ -212,14 +213,14 @@ def print_validation(report: dict[str, Any], *, title: str) -> None:
         table.add_column(label, justify="right")
     for name, entry in report["schemes"].items():
         table.add_row(name, *(fmt(entry) for _, fmt in TABLE))
-    Console(width=max(160, Console().width), file=sys.stdout).print(table)
+    console(table_width() or 200).print(table)
 
 
 def print_repeats(summary: dict[str, Any], *, title: str) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from lbsim.runtime.validate import REPEAT_METRICS
+    from lbsim.tables import console, table_width
 
     table = Table(title=title)
     table.add_column("scheme")
@@ -227,7 +228,7 @@ def print_repeats(summary: dict[str, Any], *, title: str) -> None:
         table.add_column(m, justify="right")
     for name, stats in summary["schemes"].items():
         table.add_row(name, *(_stat(stats.get(m)) for m in REPEAT_METRICS))
-    Console(width=max(160, Console().width), file=sys.stdout).print(table)
+    console(table_width() or 200).print(table)
     print(summary["error_definition"])
 
 

@@ -276,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         if env["rank"] == 0:
             print(f"lbsim: error: {err}", file=sys.stderr)
         return 2
-    out = Path(args.out or default_out(args.scenario, scheme_kind(scenario))).resolve()
+    from lbsim.run_folder import choose_out
+
+    choice = choose_out(args.out, default_out(args.scenario, scheme_kind(scenario)), replace=args.replace)
+    out = choice.path.resolve()
     recorder = DRIVER_LOOPS[driver_of(scheme_kind(scenario))].recorder(resolve_run(scenario).n)
 
     def job_into(folder: Path) -> Job:
@@ -302,9 +305,25 @@ def main(argv: list[str] | None = None) -> int:
         except InputError as err:  # --out cannot be written: before any rank started training
             print(f"lbsim: error: {err}", file=sys.stderr)
             return 2
-    if env["rank"] == 0 and not args.quiet:
-        print(f"results in {out}/")
+    if env["rank"] == recorder:  # the rank that wrote the run shows it, as `lbsim train` does
+        if not args.quiet:
+            _print_summary(out, scenario, env["world"], options)
+        if choice.note and (not choice.replaces or not args.quiet):
+            print(f"lbsim: {choice.note}", file=sys.stderr)
     return 0
+
+
+def _print_summary(out: Path, scenario: Any, world: int, options: RuntimeOptions) -> None:
+    from lbsim.tables import print_summary_table
+
+    try:
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a failed run: failure.json says why
+        print(f"results in {out}/")
+        return
+    print_summary_table([summary], f"{scenario.name or 'run'} — runtime under torchrun, {world} ranks "
+                                   f"({options.backend}, {options.contention} contention)")
+    print(f"results in {out}/")
 
 
 def default_out(scenario: str, leaf: str) -> Path:

@@ -88,7 +88,6 @@ def run(args: argparse.Namespace, simulate: Engine) -> int:
 
 
 def print_summary(cal: Any, preds: Sequence[Prediction], out: Path, floor_text: str | None = None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     f = cal.figures
@@ -103,7 +102,10 @@ def print_summary(cal: Any, preds: Sequence[Prediction], out: Path, floor_text: 
         worst = max(by_p, key=lambda k: geomean_abs(by_p[k])) if by_p else None
         table.add_row(role, str(len(sel)), f"{geomean_abs([p.relative_error for p in sel]):.1%}" if sel else "—",
                       f"{worst} ({geomean_abs(by_p[worst]):.1%})" if worst else "—")
-    console = Console()
+    from lbsim.tables import console as make_console
+    from lbsim.tables import table_width
+
+    console = make_console(table_width() or 160)
     console.print(table)
     console.print(f"algorithm {f.algorithm}; NIC {f.nic_bandwidth_gbps:.3g} Gbit/s + {f.nic_latency_s:.3g} s; "
                   f"intra {f.intra_bandwidth_gbps:.3g} Gbit/s + {f.intra_latency_s:.3g} s; shared-node slowdown "

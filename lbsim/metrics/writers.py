@@ -96,10 +96,23 @@ def atomic_file(path: str | Path, mode: Literal["w", "wb"] = "w") -> Iterator[IO
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as err:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        # a write's error names no file (and a library's, e.g. polars', may carry its errno in its text): name it
+        if not (isinstance(err, OSError) and err.filename is not None) and (code := _errno_of(err)) is not None:
+            raise OSError(code, os.strerror(code), str(p)) from err
         raise
+
+
+def _errno_of(err: BaseException) -> int | None:
+    """The errno of an OSError, or the one a library's exception carries in its text ("(os error 28)")."""
+    import re
+
+    if isinstance(err, OSError) and err.errno is not None:
+        return err.errno
+    m = re.search(r"\(os error (\d+)\)", str(err))
+    return int(m.group(1)) if m else None
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
