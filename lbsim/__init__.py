@@ -19,6 +19,10 @@ from lbsim.version import __version__
 __all__ = ["__version__", "compare", "load", "simulate"]
 
 
+def __dir__() -> list[str]:  # the API, loaded on first use, is listed (tab completion, dir(lbsim))
+    return sorted({*__all__, *(k for k in globals() if k.startswith("__"))})
+
+
 def __getattr__(name: str) -> Any:
     if name in ("simulate", "compare", "load"):
         from lbsim import api

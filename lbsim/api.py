@@ -62,6 +62,12 @@ class Run:
     _outcome: RunOutcome | None = field(default=None, repr=False)  # the lifecycle's outcome, for save()
     _frames: dict[str, Any] = field(default_factory=dict, repr=False)
 
+    def __repr__(self) -> str:  # the summary's headline, not the whole scenario (~2.6 kB)
+        keys = ("scheme", "seed", "engine", "workers", "updates", "throughput_samples_per_s")
+        shown = ", ".join(f"{k}={self.summary[k]!r}" for k in keys if k in self.summary)
+        name = getattr(self.scenario, "name", None)
+        return f"Run({f'scenario={name!r}, ' if name else ''}{shown}{f', path={str(self.path)!r}' if self.path else ''})"
+
     def table(self, name: str) -> Any:
         """The table ``name`` (iterations, updates, decisions, numerics) as a pandas DataFrame (cached)."""
         if name not in self._frames:
@@ -146,6 +152,9 @@ class Comparison:
     path: Path | None = None
     baseline: str | None = None
     _outcome: CompareOutcome | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return f"Comparison(schemes={list(self.runs)!r}{f', path={str(self.path)!r}' if self.path else ''})"
 
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002
         """Write ``out/<scheme>/`` for each run and ``out/compare.csv``, as ``lbsim compare --out out``

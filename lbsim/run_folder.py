@@ -45,6 +45,18 @@ RUN_MARKERS = ("scenario.resolved.yaml", "summary.json", "compare.csv", "failure
                "validation.json", "advise.json")
 
 
+def _cannot_write(folder: Path, err: OSError) -> InputError:
+    """``--out``'s folder refuses new files; say why in words a user can act on."""
+    why = err.strerror or str(err)
+    if err.errno == errno.ENOENT and folder.is_dir():  # it exists, yet "no such file": /proc, /sys and the like
+        why = f"the folder exists but takes no new files ({why}: a virtual file system?)"
+    elif err.errno in (errno.EACCES, errno.EPERM):
+        why = f"no permission to create files there ({why})"
+    elif err.errno == errno.EROFS:
+        why = f"a read-only file system ({why})"
+    return InputError("--out", f"cannot write to {folder}: {why}; choose another --out")
+
+
 @contextlib.contextmanager
 def folder_lock(lock_file: Path, target: Path, *, what: str = "run", remove: bool = False) -> Iterator[None]:
     """Hold an exclusive lock on ``lock_file`` for the block, or refuse at once (InputError on ``--out``).
@@ -61,7 +73,7 @@ def folder_lock(lock_file: Path, target: Path, *, what: str = "run", remove: boo
         try:
             fh = open(lock_file, "a")  # noqa: SIM115 — held for the whole block
         except OSError as err:
-            raise InputError("--out", f"cannot write to {lock_file.parent}: {err.strerror or err}") from None
+            raise _cannot_write(lock_file.parent, err) from None
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -170,7 +182,7 @@ def staged_run(out: Path, *, keep_on: tuple[type[BaseException], ...] = ()) -> I
         try:
             stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
         except OSError as err:
-            raise InputError("--out", f"cannot write to {out.parent}: {err.strerror or err}") from None
+            raise _cannot_write(out.parent, err) from None
         new_folder_mode(stage)  # mkdtemp makes 0700; a run folder is as readable as any new folder
         try:
             yield stage

@@ -55,7 +55,7 @@ def percent_shares(row: dict[str, Any], keys: Sequence[str] = SHARES) -> dict[st
     vals = {k: row.get(k) for k in keys}
     known = {k: float(v) for k, v in vals.items() if isinstance(v, (int, float)) and math.isfinite(v)}
     out: dict[str, int | None] = {k: None for k in keys}
-    if not known:
+    if not known or not any(known.values()):  # no busy time at all: no shares to show
         return out
     scaled = {k: 100.0 * v for k, v in known.items()}
     floors = {k: math.floor(v + 1e-9) for k, v in scaled.items()}

@@ -316,7 +316,7 @@ def test_bad_compare(options: list[str], expected: str, workdir: Path, capsys: p
     ("argv", "expected"),
     [
         pytest.param(["run", "nosuch.yaml"], "nosuch.yaml: scenario file not found", id="file-not-found"),
-        pytest.param(["run", "."], ".: scenario file not found", id="file-is-dir"),
+        pytest.param(["run", "."], ".: is a folder, not a scenario file", id="file-is-dir"),
         pytest.param(["catalog", "--model", "gpt9"], "--model: unknown model 'gpt9'; valid:", id="catalog-unknown-model"),
         pytest.param(["run"], "the following arguments are required: scenario", id="argparse-missing-arg"),
         pytest.param(["run", "x.yaml", "--bogus"], "unrecognized arguments: --bogus", id="argparse-unknown-option"),

@@ -32,11 +32,14 @@ def check_yaml_size(path: str | Path) -> None:
     except OSError:
         return  # reading it reports the problem
     if size > MAX_YAML_BYTES:
-        raise InputError(str(path), f"the file is {size} bytes, more than the bound of {MAX_YAML_BYTES} for a YAML input")
+        raise InputError(str(path), f"the file is {size} bytes, more than the bound of {MAX_YAML_BYTES} for a YAML input "
+                                    "(its parser reads ~1 MB/s, comments included: keep long notes in another file)")
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
     p = Path(path)
+    if p.is_dir():
+        raise InputError(str(path), "is a folder, not a scenario file (give a .yaml file)")
     if not p.is_file():
         raise InputError(str(path), "scenario file not found")
     check_yaml_size(p)

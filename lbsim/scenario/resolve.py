@@ -127,7 +127,10 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     synchronous = is_synchronous(cls)
     updates = scenario.workload.updates
     planned = None if updates is None else updates * (len(workers) if synchronous else 1)
-    if planned is not None and planned > MAX_WORKER_ITERATIONS:  # every worker-iteration is recorded in memory
+    w = scenario.workload
+    if planned is not None and planned > MAX_WORKER_ITERATIONS and (w.time_budget_s is not None or w.samples is not None):
+        _check_open_ended(scenario, workers)  # a budget or a sample target ends the run first: bound what it plans
+    elif planned is not None and planned > MAX_WORKER_ITERATIONS:  # every worker-iteration is recorded in memory
         per = f" x {len(workers)} workers" if synchronous else ""
         raise InputError("workload.updates", f"{updates} updates{per} plan {planned} worker-iterations, more than the "
                          f"bound of {MAX_WORKER_ITERATIONS} (each is recorded in memory)")
