@@ -41,3 +41,31 @@ def run_notices(scenario: Any, summary: dict[str, Any]) -> list[str]:
             f"{slowest.compute_s(share):.3g} s on the slowest (w{slowest.index} {slowest.instance}); sending "
             f"{gradient_bytes(scenario):.3g} gradient bytes over the fastest NIC ({nic_gbps:g} Gbit/s) takes "
             f"{send_s:.3g} s; check the figures (workload.gradient_bytes, samples_per_s) or the budget"]
+
+
+def cores_notice(ranks: int, threads: int = 1, *, cores: int | None = None, load: float | None = None) -> str | None:
+    """A warning when the runtime's processes (plus what already runs here) outnumber this machine's cores.
+
+    Each rank computes on ``threads`` threads; the 1-minute load average counts the runnable
+    processes already here. When ``ranks x threads + load`` exceeds the cores, ranks wait for a core
+    inside their measured step times, so the runtime's times (and a validation's errors) include
+    that waiting: docs/runtime.md gives the errors measured on an idle and on an overloaded machine.
+    """
+    import os
+
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except AttributeError:  # not Linux
+            cores = os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    demand = ranks * max(threads, 1)
+    if demand + load <= cores:
+        return None
+    return (f"{ranks} ranks x {max(threads, 1)} thread{'s' if threads > 1 else ''} on {cores} cores with a load of "
+            f"{load:.1f} already: ranks will wait for a core inside their measured step times, so runtime times "
+            "(and validation errors) are larger and noisier than on an idle machine (docs/runtime.md)")

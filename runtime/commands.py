@@ -36,6 +36,13 @@ def _local_ranks(ranks: int) -> int:
     return ranks
 
 
+def _warn_cores(ranks: int, options: Any) -> None:
+    from lbsim.notices import cores_notice
+
+    if (line := cores_notice(ranks, options.threads)) is not None:
+        print(f"lbsim: warning: {line}", file=sys.stderr)
+
+
 def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
     from lbsim.progress import LazyProgress
     from lbsim.runtime.launch import launch
@@ -49,6 +56,7 @@ def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], s
     scenario = _load(args, args.scheme)
     options = options_from_args(args)
     n = _local_ranks(check_runnable(scenario, options, nproc=args.nproc))
+    _warn_cores(n, options)
     from lbsim.runtime.launch import RuntimeFailure
 
     # a crashed rank's run is still one complete record (failure.json, the rounds before it): swapped in too
@@ -117,6 +125,7 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     repeats = args.repeats
     if not 1 <= repeats <= MAX_REPEATS:
         raise InputError("--repeats", f"must be >= 1 and <= {MAX_REPEATS} (each repeat is a whole runtime run), got {repeats}")
+    _warn_cores(n, options)
     with staged_run(out) as stage:  # the whole validation (profiles, runs, reports) is swapped in at the end
         reports, summary = _validate_into(stage.resolve(), args, names, options, n, simulate_to, repeats)
     if not args.quiet:

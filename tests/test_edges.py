@@ -98,3 +98,12 @@ def test_dir_and_repr() -> None:
     assert text.startswith("Run(scenario='ec2_mixed', scheme='bsp', seed=42") and len(text) < 200 and "\n" not in text
     assert repr(lbsim.compare(EC2, ["bsp", "asp"], overrides={"workload.time_budget_s": 5})) == \
         "Comparison(schemes=['bsp', 'asp'])"
+
+
+def test_ranks_beyond_the_free_cores_are_a_warning() -> None:
+    from lbsim.notices import cores_notice
+
+    assert cores_notice(2, cores=4, load=1.5) is None
+    line = cores_notice(4, cores=2, load=3.0)
+    assert line is not None and line.startswith("4 ranks x 1 thread on 2 cores with a load of 3.0 already")
+    assert cores_notice(2, 2, cores=4, load=0.5) is not None  # threads count too
