@@ -66,8 +66,13 @@ def save_figures(figs: dict[str, Any], out: Path) -> list[Path]:
 
 
 def plot_dir(path: str | Path, *, out: str | Path | None = None, timeline_s: float | None = None,
-             x: str | None = None) -> list[Path]:
-    """Make and save every figure for ``path``; returns the files written."""
+             x: str | None = None, problems: list[str] | None = None) -> list[Path]:
+    """Make and save every figure for ``path``; returns the files written.
+
+    Each figure is checked as a reviewer would (:func:`lbsim.plots.layout.figure_problems`: clipped
+    text, a non-negative quantity below zero) before it is saved; what is found is appended to
+    ``problems`` (``lbsim plot`` prints it as warnings).
+    """
     p = Path(path)
     if not p.is_dir():
         raise InputError(str(path), "no such folder; give a sweep output (lbsim sweep --out) or a run output (lbsim run --out)")
@@ -79,4 +84,9 @@ def plot_dir(path: str | Path, *, out: str | Path | None = None, timeline_s: flo
         target.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError("--out" if out is not None else str(path), f"cannot write figures to {target}: {err.strerror or err}") from None
+    if problems is not None:
+        from lbsim.plots.layout import figure_problems
+
+        for name, fig in figs.items():
+            problems += figure_problems(fig, name)
     return save_figures(figs, target)
