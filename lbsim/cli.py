@@ -24,40 +24,25 @@ from lbsim.version import __version__
 if TYPE_CHECKING:
     from lbsim.scenario.schema import Scenario
 
-SUMMARY_COLUMNS = (
-    ("scheme", "scheme", "{}"),
-    ("throughput_samples_per_s", "samples/s", "{:.1f}"),
-    ("samples", "samples", "{}"),
-    ("updates", "model updates", "{}"),
-    ("worker_iterations", "gradients applied", "{}"),
-    ("sim_time_s", "time (s)", "{:.1f}"),
-    ("mean_iteration_s", "mean iter (s)", "{:.3f}"),
-    ("p99_iteration_s", "p99 iter (s)", "{:.3f}"),
-    ("compute_fraction", "compute", "{:.0%}"),
-    ("wait_fraction", "wait", "{:.0%}"),
-    ("staleness_mean", "stale mean (updates)", "{:.2f}"),
-    ("staleness_max", "stale max (updates)", "{}"),
-)
-
-
 def _table(rows: Sequence[dict[str, Any]], title: str, extra: Sequence[tuple[str, str, str]] = ()) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from lbsim.tables import print_summary_table
 
-    table = Table(title=title)
-    cols = (*SUMMARY_COLUMNS, *extra)
-    for i, (_key, label, _fmt) in enumerate(cols):
-        table.add_column(label, justify="left" if i == 0 else "right")
-    for row in rows:
-        table.add_row(*("—" if row.get(key) is None else fmt.format(row[key]) for key, _label, fmt in cols))
-    Console(width=max(160 + 20 * len(extra[1:]), Console().width)).print(table)
+    print_summary_table(rows, title, extra)
 
 
 def _out_dir(args: argparse.Namespace, leaf: str, default: Path | None = None) -> Path:
-    """The command's output folder: ``--out``, else ``default``, else ``runs/<scenario>/<leaf>``; checked."""
-    from lbsim.lifecycle.guards import default_out, out_folder
+    """The command's output folder: ``--out``, else ``default``, else ``runs/<scenario>/<leaf>``; checked.
 
-    return out_folder(args.out, default if default is not None else default_out(args.scenario, leaf))
+    A default folder that already holds a run is kept and the new run gets a fresh name
+    (:func:`lbsim.run_folder.choose_out`; ``--replace`` writes over it); main() says which once the
+    command has succeeded."""
+    from lbsim.lifecycle.guards import default_out, out_folder
+    from lbsim.run_folder import choose_out
+
+    choice = choose_out(args.out, default if default is not None else default_out(args.scenario, leaf),
+                        replace=getattr(args, "replace", False))
+    args.out_choice = choice
+    return out_folder(str(choice.path), choice.path)
 
 
 _ARGV: list[str] = []  # this invocation's arguments, for invocation.json
@@ -80,9 +65,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         from lbsim.plots import plot_dir
 
         def finish(stage: Path) -> None:
-            plot_dir(stage)
+            plot_dir(stage, problems=problems)
 
+    problems: list[str] = []
     outcome = lifecycle.run(spec, out, argv=_argv(), fmt=args.format, trace=args.trace, progress=None, finish=finish)
+    from lbsim.notices import run_notices, scenario_notices
+
+    args.notices = (scenario_notices(spec.scenario) + run_notices(spec.scenario, outcome.summary)
+                    + [f"figure {p}" for p in problems])
     if not args.quiet:
         summary = outcome.summary
         _table([summary], f"{spec.scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
@@ -98,6 +88,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                   option="--schemes", baseline_option="--baseline", variant_option="--network-variant")
     out = _out_dir(args, "compare")
     outcome = lifecycle.compare(plan, out, argv=_argv(), fmt=args.format, progress=None)
+    from lbsim.notices import run_notices, scenario_notices
+
+    args.notices = scenario_notices(plan.runs[0].scenario) + [
+        f"{r.label}: {line}" for r in outcome.runs for line in run_notices(r.spec.scenario, r.summary)]
     if not args.quiet:
         first = plan.labels[0]
         extra: tuple[tuple[str, str, str], ...] = (("speedup_vs_first", f"vs {first}", "{:.2f}x"),)
@@ -151,7 +145,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.plots and not report.failed:
         from lbsim.plots import plot_dir
 
-        paths = plot_dir(out)
+        problems: list[str] = []
+        paths = plot_dir(out, problems=problems)
+        for line in problems:  # lbsim's own figures, checked as a reviewer would: a bug to report if any
+            print(f"lbsim: warning: figure {line}", file=sys.stderr)
         if not args.quiet:
             print(f"{len(paths) // 2} figures in {out}/plots/")
     return 1 if report.failed else 0
@@ -160,7 +157,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def cmd_plot(args: argparse.Namespace) -> int:
     from lbsim.plots import PLOTS, plot_dir
 
-    paths = plot_dir(args.dir, out=args.out, timeline_s=args.timeline_s, x=args.x)
+    problems: list[str] = []
+    paths = plot_dir(args.dir, out=args.out, timeline_s=args.timeline_s, x=args.x, problems=problems)
+    for line in problems:  # lbsim's own figures, checked as a reviewer would: a bug to report if any
+        print(f"lbsim: warning: figure {line}", file=sys.stderr)
     if not args.quiet:
         names = sorted({p.stem for p in paths})
         print(f"{len(names)} figures (PNG and SVG) in {args.out or Path(args.dir) / PLOTS}/: {', '.join(names)}")
@@ -179,7 +179,6 @@ def cmd_schemes(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from lbsim.scenario import catalog
@@ -198,7 +197,9 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     for r in rows:
         price = PRICES.get(r["instance"])
         table.add_row(*({**r, "usd_per_hour": f"{price.usd_per_hour:g}" if price else "—"}[k] for k in keys))
-    Console(width=max(170, Console().width)).print(table)
+    from lbsim.tables import console, table_width
+
+    console(table_width() or 210).print(table)  # a terminal's width (cells fold); whole when piped
     return 0
 
 
@@ -327,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot = sub.add_parser("plot", help="figures (PNG, SVG) from a sweep or run output folder")
     plot.add_argument("dir", help="a sweep output (results.csv, runs/) or a run output (summary.json, iterations.csv)")
     plot.add_argument("--out", help="where to write the figures (default: DIR/plots)")
-    plot.add_argument("--timeline-s", type=float, default=20.0, help="simulated seconds shown in timelines (default 20)")
+    plot.add_argument("--timeline-s", type=float, help="seconds shown in timelines (default: the first 20, or the whole run if shorter)")
     plot.add_argument("--x", help="sweep factor for the x axis of the speedup and CDF figures (default: the slowdown factor)")
     plot.add_argument("-q", "--quiet", action="store_true", help="print nothing")
     plot.set_defaults(func=cmd_plot)
@@ -380,15 +381,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exit_:  # --help (0) or a usage error (2, already printed on one line)
         code = exit_.code
         return code if isinstance(code, int) else (0 if code is None else 2)
+    from lbsim.shell import SIGPIPE_EXIT, is_broken_pipe, quiet_stdout, write_error_line
+
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe or a full disk under stdout shows here, not at the interpreter's exit
+        for line in getattr(args, "notices", []) if code == 0 else []:
+            print(f"lbsim: warning: {line}", file=sys.stderr)
+        choice = getattr(args, "out_choice", None)
+        if code == 0 and choice is not None and choice.note and (not choice.replaces or not args.quiet):
+            print(f"lbsim: {choice.note}", file=sys.stderr)  # where the results went, if not where one might think
+        return code
     except InputError as err:
+        if "unknown" in err.message:  # a sweep file given to run (or the reverse): say which it is
+            from lbsim.file_kinds import wrong_kind
+
+            if getattr(args, "scenario", None):
+                err = wrong_kind(args.scenario, "scenario", err)
+            elif getattr(args, "sweep", None):
+                err = wrong_kind(args.sweep, "sweep", err)
         print(f"lbsim: error: {_one_line(err)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("lbsim: interrupted", file=sys.stderr)
         return 1
     except Exception as err:  # noqa: BLE001 — exit code 1 with one line; LBSIM_DEBUG=1 for the traceback
+        if is_broken_pipe(err):  # the reader has what it wanted (| head): stop quietly, files are complete
+            quiet_stdout()
+            return SIGPIPE_EXIT
+        if isinstance(err, OSError) and (line := write_error_line(err)) is not None:
+            if err.filename is None:
+                quiet_stdout()  # stdout itself failed
+            print(f"lbsim: error: {line}", file=sys.stderr)
+            return 1
         if os.environ.get("LBSIM_DEBUG"):
             raise
         print(f"lbsim: internal error: {type(err).__name__}: {_one_line(err)} (set LBSIM_DEBUG=1 for a traceback)",

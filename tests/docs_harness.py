@@ -4,7 +4,7 @@
 untracked files git does not ignore: no ``runs/``, caches or local data) into a scratch folder,
 symlinks kept; outside a git checkout, every file but those the .gitignore names. Commands run
 there with ``cwd`` and ``PYTHONPATH`` at the copy and ``HOME`` in the scratch folder, so a
-command that needed anything the repository does not hold (``../shared``, a file left in the
+command that needed anything the repository does not hold (a folder beside it, a file left in the
 working tree, a user's config) fails.
 
 :func:`shell_blocks` gives a Markdown file's fenced blocks of one language; :func:`run_script`
