@@ -76,7 +76,8 @@ PIPED = [
 
 @pytest.mark.parametrize("lines", [0, 2])
 def test_a_closed_pipe_ends_quietly_with_the_files_intact(work: Path, lines: int) -> None:
-    for args in PIPED:
+    # every command before it writes a line (| head -0); after two lines, those that print more (| head -2)
+    for args in PIPED if lines == 0 else [a for a in PIPED if a[0] in ("schemes", "catalog", "--help", "run", "compare")]:
         code, err = _lbsim(args, work, read_lines=lines)
         assert code in (0, 141), (args, code, err)
         assert "error" not in err and "Traceback" not in err, (args, err)
