@@ -158,7 +158,7 @@ def test_the_readme_commands_from_a_fresh_clone(docs_runs: dict[str, object]) ->
         {"asp", "ssp", "dssp", "elastic_bsp", "wbsp"}
     assert (runs / "cpu4" / "validate-2" / "validation.json").is_file()  # --repeats, beside the first
     assert (runs / "cal" / "fit.yaml").is_file() and (runs / "cal" / "predictions.csv").is_file()
-    assert {r["scheme"] for r in _rows(runs / "lbbsp_gpu" / "compare" / "compare.csv")} == {"lbbsp", "asp", "ssp"}
+    assert {r["scheme"] for r in _rows(runs / "lbbsp_gpu" / "compare" / "compare.csv")} == {"bsp", "lbbsp", "asp", "ssp"}  # + the baseline
     assert any((runs / "profile-model").rglob("*.json"))
     schemes = next(v for k, v in text.items() if k.endswith("lbsim schemes"))[0]
     assert all(name in schemes for name in ("bsp", "asp", "ssp", "lbbsp", "wbsp", "loft"))
