@@ -40,6 +40,8 @@ README_BOUNDS = {
     "lbsim sweep scenarios/sweeps/stragglers.yaml": " --set workload.time_budget_s=5",
     "lbsim run scenarios/ec2_mixed.yaml --trace --plots": SHORT,
     "lbsim run scenarios/bench/large.yaml": " --set workload.updates=20",
+    'lbsim advise --cluster "4xV100,4xT4"': " --budget-s 60",
+    "lbsim advise scenarios/ec2_mixed.yaml": " --set workload.time_budget_s=60",
     "lbsim train scenarios/validation/cpu4.yaml": " --set workload.updates=6 --set numerics.hidden=256",
     "torchrun --nproc-per-node=4 -m lbsim train": " --set workload.updates=6 --set numerics.hidden=256",
     "lbsim validate scenarios/validation/cpu4.yaml": " --set workload.updates=6 --set numerics.hidden=256",

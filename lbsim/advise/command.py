@@ -101,8 +101,9 @@ def write_report(folder: Path, report: dict[str, Any], rows: list[dict[str, Any]
 
 
 def _print_table(report: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from lbsim.tables import console, table_width
 
     def e(x: dict[str, Any], fmt: str) -> str:
         if x["value"] is None:
@@ -125,7 +126,7 @@ def _print_table(report: dict[str, Any]) -> None:
                       "/".join(f"{it[q]['value']:.2f}" if it[q]["value"] is not None else "—" for q in ("p50", "p90", "p99")),
                       e(a["p_slowdown"], "{:.0%}"), f"{a['staleness_mean']['value'] or 0:.1f}",
                       e(a["cost"]["usd"], "{:,.0f}"), f"{a['worst_variant']['speedup']:.2f}x")
-    Console(width=max(170, Console().width)).print(table)
+    console(table_width() or 170).print(table)  # a closed pipe is quiet (lbsim/shell.py), not rich's exit 1
 
 
 def cmd_advise(args: argparse.Namespace, argv: Sequence[str], engine: Any = None) -> int:
