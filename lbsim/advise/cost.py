@@ -28,7 +28,7 @@ from lbsim.scenario.workers import WorkerSpec
 SERVER = "server"
 # one epoch of each catalog model's dataset (the default N of "time and cost to process N samples")
 EPOCH_SAMPLES: Mapping[str, tuple[int, str]] = {
-    "resnet50_imagenet": (1_281_167, "one epoch of ImageNet-1k (1,281,167 training images, real-data.md §1.3)"),
+    "resnet50_imagenet": (1_281_167, "one epoch of ImageNet-1k (1,281,167 training images, references.md §1.3)"),
     "resnet18_cifar10": (50_000, "one epoch of CIFAR-10 (50,000 training images)"),
     "bert_base_squad": (87_599, "one epoch of SQuAD v1.1 (87,599 training questions, Rajpurkar et al. 2016)"),
 }
