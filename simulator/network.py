@@ -1,13 +1,11 @@
 """Communication: a parameter server with a shared NIC and serial apply queue, or a ring.
 
-Parameter server (``k`` shards, each with a NIC of ``B_ps`` per direction; the formulas are in
-:mod:`lbsim.network.parameter_server`; workers sharing a node queue for its NIC):
-* A transfer of S bytes between worker w and the server needs the server side for
-  ``S / (k B_ps)`` (a FIFO queue per direction: pushes in, pulls out — the shared bottleneck) and
-  cannot finish before ``S / B_w(t)`` after it was requested (the worker's own link, slowed by
-  network contention). Plus one latency. With n workers pushing at once the last push ends at
-  ``max(n S / (k B_ps), S / B_w)`` — the textbook PS bound.
-* The server applies gradients one at a time, ``apply_s / k`` each (a serial resource).
+Parameter server: :class:`ParameterServer` enacts, with SimPy processes, the round trip whose
+timing rules are defined once in :mod:`lbsim.network.parameter_server` (:class:`ServerTiming`:
+the server NIC's FIFO per direction held ``S / (k B_ps)`` per transfer, the worker's own link
+``S F / B_node`` running meanwhile, one latency, a FIFO per shared node and direction, the serial
+apply queue of ``apply_s / k`` per gradient). The parameter-server fast path
+(:mod:`lbsim.simulator.fast_ps`) enacts the same rules without SimPy.
 
 All-reduce (``network: ring_allreduce``): the duration over the cluster's nodes and links is
 :class:`lbsim.network.topology.AllReducePlan` (formulas in :mod:`lbsim.network.collectives`),
@@ -25,11 +23,11 @@ from typing import Any
 import simpy
 
 from lbsim.network.collectives import bytes_per_s
-from lbsim.network.parameter_server import link_s, server_hold_s
+from lbsim.network.parameter_server import ServerTiming, tail_s
 from lbsim.network.topology import AllReducePlan, topology_of
 from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
 
-__all__ = ["AllReducePlan", "Lane", "ParameterServer", "allreduce_plan", "bytes_per_s", "ring_allreduce_s"]
+__all__ = ["AllReducePlan", "Lane", "ParameterServer", "allreduce_plan", "bytes_per_s", "ring_allreduce_s", "server_timing"]
 
 
 class Lane:
@@ -76,75 +74,72 @@ class Lane:
             self.env.timeout(0).callbacks.append(self._grant_cb)  # scheduled as a succeeded event
 
 
-class ParameterServer:
-    """The server's inbound and outbound NIC queues and its serial apply queue.
+def server_timing(env: Any, config: ParameterServerConfig) -> ServerTiming:
+    """The round trip's figures (:class:`ServerTiming`) of ``config``'s server for ``env``'s workers."""
+    return ServerTiming.of(gradient_bytes=env.gradient_bytes, shards=config.shards,
+                           server_bandwidth_gbps=config.server_bandwidth_gbps, apply_s=config.apply_s,
+                           latency_s=config.latency_s, workers=env.workers)
 
-    ``lanes=True`` uses :class:`Lane` (same schedule, less overhead) for drivers whose processes
-    are never interrupted; the synchronous driver, which drops backup workers by interrupting
-    them mid-transfer, keeps ``simpy.Resource``.
+
+class ParameterServer:
+    """The server's inbound and outbound NIC queues, its serial apply queue, the shared nodes' NICs.
+
+    Each transfer is the round trip of :mod:`lbsim.network.parameter_server`, as SimPy events:
+    on a shared node, queue for the node's NIC (held to the end of the transfer); then queue for
+    the server's NIC, hold it ``hold_s``, release it, wait ``tail_s`` (the rest of the own link,
+    + latency). ``lanes=True`` uses :class:`Lane` (same schedule, less overhead) for drivers whose
+    processes are never interrupted; the synchronous driver, which drops backup workers by
+    interrupting them mid-transfer, keeps ``simpy.Resource``.
     """
 
     def __init__(self, env: Any, config: ParameterServerConfig, *, lanes: bool = False) -> None:
         self.env = env
         self.config = config
         self.lanes = lanes
-        if lanes:
-            self.nic_in: Any = Lane(env)
-            self.nic_out: Any = Lane(env)
-            self.applier: Any = Lane(env)
-        else:
-            self.nic_in = simpy.Resource(env, capacity=1)
-            self.nic_out = simpy.Resource(env, capacity=1)
-            self.applier = simpy.Resource(env, capacity=1)
-        self.server_hold_s = server_hold_s(env.gradient_bytes, config.shards, bytes_per_s(config.server_bandwidth_gbps))
-        self.apply_each_s = config.apply_s / config.shards
-        # nodes shared by several workers: a FIFO per node and direction for its NIC, and the node's
-        # members (the node's network slowdown is its most slowed worker's)
-        self.members: dict[int, list[int]] = {}
-        for w in env.workers:
-            if w.node_size > 1:
-                self.members.setdefault(w.node, []).append(w.index)
-        self.node_in: dict[int, Any] = {k: self._queue() for k in self.members}
-        self.node_out: dict[int, Any] = {k: self._queue() for k in self.members}
-        self.shared = [w.node_size > 1 for w in env.workers]
+        self.timing = server_timing(env, config)
+        self.nic_in: Any = self._queue()
+        self.nic_out: Any = self._queue()
+        self.applier: Any = self._queue()
+        # nodes shared by several workers: a FIFO per node and direction for its NIC
+        nodes = self.timing.members
+        self.node_in: dict[int, Any] = {k: self._queue() for k in nodes}
+        self.node_out: dict[int, Any] = {k: self._queue() for k in nodes}
 
     def _queue(self) -> Any:
         return Lane(self.env) if self.lanes else simpy.Resource(self.env, capacity=1)
 
+    def _factor(self, worker: int) -> float:
+        return self.env.contention[worker].network_factor(self.env.now)
+
     def _transfer(self, worker: int, nic: Any, node_nics: dict[int, Any]) -> Generator[Any, Any, None]:
-        if not self.shared[worker]:
-            yield from self._cross(worker, nic, self.env.contention[worker].network_factor(self.env.now))
+        node = self.timing.node_of[worker]
+        if node < 0:
+            yield from self._cross(worker, nic, self._factor(worker))
             return
-        node = self.env.workers[worker].node
         queue = node_nics[node]
         if self.lanes:
             yield queue.request()
-            yield from self._cross(worker, nic, self._node_factor(node))
+            yield from self._cross(worker, nic, self.timing.node_factor(node, self._factor))
             queue.release()
         else:
             with queue.request() as req:
                 yield req
-                yield from self._cross(worker, nic, self._node_factor(node))
-
-    def _node_factor(self, node: int) -> float:
-        now, contention = self.env.now, self.env.contention
-        return max(contention[m].network_factor(now) for m in self.members[node])
+                yield from self._cross(worker, nic, self.timing.node_factor(node, self._factor))
 
     def _cross(self, worker: int, nic: Any, factor: float) -> Generator[Any, Any, None]:
         """The server's NIC (queued) and the node's NIC at once, then one latency."""
-        env = self.env
+        env, timing = self.env, self.timing
         requested = env.now
-        own_s = link_s(env.gradient_bytes, factor, bytes_per_s(env.workers[worker].bandwidth_gbps))
+        own_s = timing.own_s(worker, factor)
         if self.lanes:
             yield nic.request()
-            yield env.timeout(self.server_hold_s)
+            yield env.timeout(timing.hold_s)
             nic.release()
         else:
             with nic.request() as req:
                 yield req
-                yield env.timeout(self.server_hold_s)
-        left = requested + own_s - env.now
-        yield env.timeout(max(0.0, left) + self.config.latency_s)
+                yield env.timeout(timing.hold_s)
+        yield env.timeout(tail_s(requested, own_s, env.now, timing.latency_s))
 
     def push(self, worker: int) -> Generator[Any, Any, None]:
         """Send one gradient to the server (returns when it has arrived)."""
@@ -158,12 +153,12 @@ class ParameterServer:
         """Wait for the serial apply queue, then apply one gradient."""
         if self.lanes:
             yield self.applier.request()
-            yield self.env.timeout(self.apply_each_s)
+            yield self.env.timeout(self.timing.apply_each_s)
             self.applier.release()
             return
         with self.applier.request() as req:
             yield req
-            yield self.env.timeout(self.apply_each_s)
+            yield self.env.timeout(self.timing.apply_each_s)
 
 
 def allreduce_plan(env: Any, config: RingAllReduceConfig) -> AllReducePlan:

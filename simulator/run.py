@@ -20,6 +20,8 @@ from lbsim.scenario.schema import Scenario
 from lbsim.schemes.base import DecisionLog, aggregation_of, is_synchronous
 from lbsim.simulator.asynchronous import AsyncDriver
 from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_ps import ineligible as ps_ineligible
+from lbsim.simulator.fast_ps import run_fast_ps
 from lbsim.simulator.fast_sync import FastSync, ineligible
 from lbsim.simulator.sync import SyncDriver
 from lbsim.simulator.wbsp import WBSPDriver
@@ -31,10 +33,12 @@ __all__ = ["DRIVERS", "RunResult", "build_trainer", "simulate"]
 
 
 def simulate(scenario: Scenario, progress: ProgressFn | None = None, *, fast: bool = True) -> RunResult:
-    """Run ``scenario``; ``fast=False`` forces the event path where the fast path would apply.
+    """Run ``scenario``; ``fast=False`` forces the event path where a fast path would apply.
 
-    Synchronous scenarios that qualify (ring all-reduce, no backup workers, no data section:
-    :func:`lbsim.simulator.fast_sync.ineligible`) take the fast path, which produces the same records.
+    Scenarios that qualify take a fast path, which produces the same records as the event path:
+    synchronous ones on a ring (no backup workers, no data section:
+    :func:`lbsim.simulator.fast_sync.ineligible`), asynchronous and WBSP ones on a parameter server
+    (no data section: :func:`lbsim.simulator.fast_ps.ineligible`).
     """
     run = resolve_run(scenario)  # found, not redone, when the loader resolved this scenario
     workers = run.workers
@@ -44,6 +48,8 @@ def simulate(scenario: Scenario, progress: ProgressFn | None = None, *, fast: bo
         env.numerics = build_trainer(scenario, workers, scheme, env)
     if fast and ineligible(env) is None:
         FastSync(env).run()
+    elif fast and ps_ineligible(env) is None:
+        run_fast_ps(env)
     else:
         DRIVERS[scheme.driver](env)
         env.start_budget()

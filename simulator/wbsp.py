@@ -63,12 +63,11 @@ from typing import Any
 
 import simpy
 
-from lbsim.network.parameter_server import link_s
 from lbsim.schemes.base import as_wbsp
 from lbsim.schemes.wbsp_rounds import Rounds
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.fetch import Fetcher
-from lbsim.simulator.network import ParameterServer, bytes_per_s
+from lbsim.simulator.network import ParameterServer
 
 
 @dataclass(slots=True)
@@ -206,85 +205,27 @@ class WBSPDriver:
 
     # -- base variant ---------------------------------------------------------------------------
     def _worker(self, w: int) -> Generator[Any, Any, None]:
-        env = self.env
+        env, ps = self.env, self.ps
         base_version = 0
         it = 0
-        # the parameter server's push / apply / pull written out inline (ParameterServer._transfer
-        # and apply): the same events in the same order, without a generator per transfer. Kept
-        # because it pays: folded into ParameterServer, wbsp at 64 workers ran 7..12% slower (1.306 vs
-        # 1.216 s min CPU of simulate(), 7 alternating runs; figures for asp in simulator/asynchronous.py)
-        ps, cont = self.ps, env.contention[w]
-        nic_in, nic_out, applier = ps.nic_in, ps.nic_out, ps.applier
-        hold_s, apply_s, latency_s = ps.server_hold_s, ps.apply_each_s, ps.config.latency_s
-        grad_bytes, link = env.gradient_bytes, bytes_per_s(env.workers[w].bandwidth_gbps)
-        shared = ps.shared[w]  # on a node with other workers: transfers queue for its NIC
-        timeout, spec, scheme = env.timeout, env.workers[w], self.scheme
-        plain = self.fetcher is None and self.numerics is None
-        updates = env.updates
         while True:
-            if plain:  # self._compute, inline (no generator)
-                start = env._now
-                batch = scheme.batch(w)
-                compute_end = cont.compute_end(start, spec.compute_s(batch) * cont.iteration_factor(it))
-                yield timeout(compute_end - start)
-                s = Step(w, it, start, start, compute_end, batch, base_version)
-            else:
-                s = yield from self._compute(w, it, base_version)
-            requested = env._now
-            if shared:  # a node shared with other workers: queue for its NIC (ParameterServer.push)
-                yield from ps.push(w)
-            else:
-                own_s = link_s(grad_bytes, cont.network_factor(requested), link)
-                if nic_in.busy or nic_in.waiting:
-                    yield nic_in.request()
-                else:  # Lane.request on a free server, inlined: granted now (timeout(0) == a succeeded event)
-                    nic_in.busy = True
-                    yield timeout(0)
-                yield timeout(hold_s)
-                if nic_in.waiting:
-                    nic_in.release()
-                else:
-                    nic_in.busy = False  # Lane.release with nobody waiting
-                yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
-            pushed = env._now
-            if applier.busy or applier.waiting:
-                yield applier.request()
-            else:
-                applier.busy = True
-                yield timeout(0)
-            yield timeout(apply_s)
-            if applier.waiting:
-                applier.release()
-            else:
-                applier.busy = False
+            s = yield from self._compute(w, it, base_version)
+            yield from ps.push(w)
+            pushed = env.now
+            yield from ps.apply()
             if not env.may_update():
                 return
-            s.comm_s, s.wait_s = pushed - s.compute_end_s, env._now - pushed
+            s.comm_s, s.wait_s = pushed - s.compute_end_s, env.now - pushed
             self._applied(w, [s])
             if env.stopped:
                 return
             if self.rounds.take_flag(w):
-                version = updates._n
-                s.busy_since = env._now
-                requested = env._now
-                if shared:  # ParameterServer.pull: queue for the shared node's NIC
-                    yield from ps.pull(w)
-                else:
-                    own_s = link_s(grad_bytes, cont.network_factor(requested), link)
-                    if nic_out.busy or nic_out.waiting:
-                        yield nic_out.request()
-                    else:
-                        nic_out.busy = True
-                        yield timeout(0)
-                    yield timeout(hold_s)
-                    if nic_out.waiting:
-                        nic_out.release()
-                    else:
-                        nic_out.busy = False
-                    yield timeout(max(0.0, requested + own_s - env._now) + latency_s)
+                version = env.version
+                s.busy_since = env.now
+                yield from ps.pull(w)
                 if env.stopped:
                     return
-                s.comm_s += env._now - s.busy_since
+                s.comm_s += env.now - s.busy_since
                 s.busy_since = None
                 base_version = version
                 self._adopt(w, version)

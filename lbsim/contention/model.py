@@ -111,6 +111,10 @@ class WorkerContention:
             self._nseg = (t, nxt, factor, len(self.network))
         return factor
 
+    def network_constant(self) -> float | None:
+        """The network factor when it never changes (no network source: 1.0), else None."""
+        return None if self.network else 1.0
+
     def cpu_available(self, t: float) -> float:
         """Share of the worker's processor left by co-located load at ``t``, in (0, 1]."""
         return min(1.0, 1.0 / self.compute_factor(t))

@@ -217,6 +217,13 @@ class RecordLog:
         if len(self._rows) >= _CHUNK:
             self._flush()
 
+    def extend_rows(self, rows: list[tuple[Any, ...]]) -> None:
+        """Append records given as tuples of their fields (:meth:`add` for many at once)."""
+        self._rows.extend(rows)
+        self._n += len(rows)
+        if len(self._rows) >= _CHUNK:
+            self._flush()
+
     def extend_columns(self, block: dict[str, np.ndarray]) -> None:
         """Append rows given column-wise (every column, one length)."""
         self._flush()

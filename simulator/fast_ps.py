@@ -1,0 +1,56 @@
+"""The parameter-server fast path: the asynchronous and WBSP drivers without SimPy, same records.
+
+The event path (:mod:`lbsim.simulator.asynchronous`, :mod:`lbsim.simulator.wbsp`) runs each
+worker as a SimPy process; each push, apply and pull is a handful of SimPy events (a ``Timeout``
+object, callbacks, a generator resume through ``yield from``). The fast path enacts the same model
+on an event loop of its own (:mod:`lbsim.simulator.fast_loop`: a heap of ``(time, id, process)``
+tuples, a FIFO for zero-delay events, no event objects) and produces **exactly** the records,
+updates, scheme calls, numerics calls and progress readings of the event path: a test runs both
+on random scenarios and compares every field. :func:`lbsim.simulator.run.simulate` takes it
+when it applies; ``simulate(scenario, fast=False)`` forces the event path.
+
+Conditions (:func:`ineligible` says which one fails): the scheme's driver is ``async`` or
+``wbsp`` (ASP, SSP, DSSP, ElasticBSP, WBSP with or without overlap), the network is a parameter
+server, and there is no ``data:`` section (the fetch stage's storage NIC is a ``simpy.Resource``,
+left to the event path). Everything else is handled: every contention kind (scheduled, Markov,
+the three trace formats, jitter), nodes shared by several workers, numerics, the update and
+sample targets and the time budget, progress callbacks.
+
+What is shared with the event path, so that one change reaches both: the round trip's timing rules
+(:mod:`lbsim.network.parameter_server`), an iteration's compute time
+(:meth:`lbsim.scenario.workers.WorkerSpec.compute_s` under
+:class:`lbsim.contention.model.WorkerContention`), the run's end (:mod:`lbsim.metrics.run_end`),
+the decisions (:class:`lbsim.schemes.gate.Gate` and the scheme; WBSP's
+:class:`lbsim.schemes.wbsp_rounds.Rounds`) and, for WBSP, the step records
+(:class:`lbsim.simulator.wbsp.WBSPBook`). What each path writes itself: the order of events (SimPy's
+scheduler, or the fast loop's reproduction of it).
+"""
+
+from __future__ import annotations
+
+from lbsim.scenario.sections import ParameterServerConfig
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_async import FastAsync
+
+# Which fast loop enacts a scheme's decisions, by the scheme's ``driver`` attribute.
+FAST_DRIVERS = {"async": FastAsync}
+
+
+def ineligible(env: SimEnv) -> str | None:
+    """Why the scenario must take the event path, or None when the parameter-server fast path reproduces it."""
+    driver = getattr(env.scheme, "driver", None)
+    if driver not in FAST_DRIVERS:
+        return f"driver {driver!r} is not one of {', '.join(FAST_DRIVERS)}"
+    if not isinstance(env.scenario.network, ParameterServerConfig):
+        return "the network is not a parameter server"
+    if env.data is not None:
+        return "a data section (fetch stage)"
+    return None
+
+
+def run_fast_ps(env: SimEnv) -> None:
+    """Run a qualifying scenario to its end on the fast path (see the module docstring)."""
+    reason = ineligible(env)
+    if reason is not None:
+        raise ValueError(f"the parameter-server fast path does not apply: {reason}")
+    FAST_DRIVERS[env.scheme.driver](env).run()
