@@ -20,6 +20,7 @@ from typing import Any
 from lbsim.metrics.run_end import cut_row, stop_reached
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
+from lbsim.simulator.compute import iteration_end_s
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.fetch import Fetcher
 from lbsim.simulator.network import ParameterServer
@@ -60,7 +61,7 @@ class AsyncDriver:
             if fetcher is not None:
                 yield from fetcher.fetch(w, local, batch - local)
             compute_start = env.now  # == start without a data section
-            compute_end = cont.compute_end(compute_start, spec.compute_s(batch) * cont.iteration_factor(it))
+            compute_end = iteration_end_s(cont, spec, compute_start, batch, it)
             yield env.timeout(compute_end - compute_start)
             yield from ps.push(w)
             comm = env.now - compute_end

@@ -1,33 +1,47 @@
-"""The fast path's event loop: SimPy's order of events, for plain generator processes and FIFO queues.
+"""The fast path's event loop: SimPy's order of events, with the server's queues in closed form.
 
-SimPy processes events by ``(time, priority, id)``, ids in the order events were scheduled. Every
-event here is scheduled at the point of the event path where its SimPy counterpart is, so ids keep
-their relative order (only the order matters, so an id need not be SimPy's own number). A process
-is a generator that yields what its SimPy twin waits for: the absolute time of its next event (a
-timeout of ``d`` made at ``t`` is the time ``t + d``, the float SimPy computes), a queue, or
-nothing (:data:`WAIT`: the gate holds it; :data:`STOP`: the run ends); it is sent the time at which
-it resumes. Three rules make it cheap:
+**The queues in closed form.** A FIFO queue of capacity one whose holder keeps it a known time
+``h > 0`` (the server's NICs, ``hold_s``; its apply queue, ``apply_each_s``) needs no events of
+its own: the request made at ``t`` after the previous holder's release ``r`` is granted at
+``max(t, r)`` and released at ``max(t, r) + h`` — the times
+:class:`lbsim.simulator.network.Lane` produces (a request is granted at once if the queue is
+free, else when the release ahead of it is processed, i.e. at the release's time; the floats are
+the same sums). So a push is one event, its arrival at ``release + tail_s``, where the event path
+has four or five (grant, hold end, the release's grant event, the next holder's grant, tail end);
+likewise the apply and the pull. Queues held for a time known only later (a node's NIC, held for a
+whole transfer) or for no time (an apply queue with ``apply_s = 0``) are *lanes*: the Lane's own
+rules, its grant and release events included, as zero-delay events.
 
-* *zero-delay events* (a free queue granted at once — SimPy's ``timeout(0)`` —, a queued request
-  granted, a process released by another, a queue's release event) are scheduled at the current
-  time with a newer id than every event already waiting at that time: they go to a FIFO processed
-  after the heap's events at the current time — the same order, with no heap operation;
-* *run-ahead*: when the event a process is about to schedule would be processed next anyway
-  (nothing in the FIFO, the heap's next event strictly later), the process goes on at once —
-  what SimPy would do next, without the round trip through the queue;
-* *events with no effect* are not scheduled at all (a process's start and end, the budget's
-  process start, the ``finished`` event): removing them leaves the others' order unchanged.
+**The order of events.** SimPy processes events by ``(time, priority, id)``, ids in the order they
+were scheduled, i.e. in the order of the events whose processing scheduled them (their *parents*).
+Here each event is kept with the time its SimPy counterpart fires and the time of that
+counterpart's parent — for a compute end the event that started the iteration (processed here
+too), for an arrival the server NIC's release (an event only the event path has), for an apply
+end the apply queue's grant. Events at different times go in time order, as in SimPy; at one
+time, the one whose parent came earlier goes first, as in SimPy; an event whose parent came
+before the current instant goes before the zero-delay events of the instant (they were scheduled
+later), as in SimPy. What the loop cannot tell from these is the order of two events at one time
+with parents at one time (unless both parents are events it processed itself, compute ends: then
+the ids order them as SimPy's do), and where an event whose parent is at its own time falls among
+the zero-delay events of that instant. Those *ties* need equal floats from different sums; where
+one arises (identical workers without jitter, zero latencies), the loop raises :class:`Tie`
+before processing the event, and the run is redone on the event path
+(:func:`lbsim.simulator.run.simulate`). A transfer whose tail is zero (no latency, the own link
+done before the server's NIC) ends one zero-delay event after its hold, as in SimPy: the loop
+keeps the hold's end as the event then (:meth:`EventLoop.hold_end`).
 
-The queues follow :class:`lbsim.simulator.network.Lane` to the event: a request is granted at
-once if the queue is free and nobody waits, else when the release ahead of it is processed (a
-release with a waiting queue schedules a zero-delay grant event); a request made between a release
-and its grant event, with the queue free, grants the head on the spot. The processes start at 0
-in order (each runs to its first yield, as SimPy's start events), then the time budget's event is
-scheduled (the event path's budget process starts after the drivers'); the budget ends the run
-before any event at its time scheduled after it. After the end the event path still processes the
-events due at that instant; none of them records, updates or asks the scheme anything, so the loop
-stops at the end and throws :class:`RunEnded` into every process, in order, for the rows the end
-cuts.
+Zero-delay events — a process the gate releases or another process wakes, a lane's grant and
+release events, a compute of zero length — go to a FIFO processed after the heap's events at the
+current time, as SimPy's. *Run-ahead*: when a process's next event would be processed next anyway
+(nothing in the FIFO, the next timed event strictly later), the process goes on at once. Events
+with no effect are not scheduled (a process's start and end, the budget's process start, the
+``finished`` event). After the end the event path still processes the events due at that instant;
+none of them records, updates or asks the scheme anything, so the loop stops at the end and throws
+:class:`RunEnded` into every process, in order, for the rows the end cuts.
+
+A process is a generator: it schedules its own next event (:meth:`EventLoop.at`'s rules, written
+out where it waits, for speed) and yields (``None``); it is sent the time it resumes at; it yields
+:data:`STOP` when the final update was made.
 """
 
 from __future__ import annotations
@@ -42,17 +56,17 @@ from lbsim.network.parameter_server import ServerTiming
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.network import server_timing
 
-WAIT = -1
-"""Yielded by a process: wait until something else resumes it (a queue's grant is not this: yield the queue)."""
 STOP = -2
 """Yielded by a process: the run ends now (the final update was made)."""
-_BUDGET = -(1 << 40)  # the budget's event
-_NOTHING = -(1 << 41)  # the heap's sentinel: no event left
+_BUDGET = -1  # the budget's event (odd: its parent is known, as a compute end's)
+_NOTHING = -4  # the sentinel: no event left
 
-Process = Generator[float | int, float, None]
-"""A process of the fast loop: yields the absolute time of its next event (a timeout: a float),
-a queue to wait for (its index: an int >= 0), :data:`WAIT` or :data:`STOP`; is sent the time at
-which it resumes."""
+Process = Generator[Any, float, None]
+"""A process of the fast loop (see the module docstring)."""
+
+
+class Tie(Exception):
+    """Two events at one instant whose order SimPy decides by what the fast loop does not track."""
 
 
 class RunEnded(Exception):
@@ -70,111 +84,169 @@ def node_factor(timing: ServerTiming, node: int, contention: Any, now: float) ->
 
 
 class EventLoop:
-    """SimPy's order of events for generator processes, with FIFO queues (see the module docstring).
+    """The timed events, the FIFO, the clock and the queues of one run (see the module docstring).
 
-    A process's index is its event code; a queue's grant event is the code ``~queue``. The state is
-    public, so that a process can act without a round trip through the loop:
+    Timed events: a heap of distinct times (``times``) and, for each, its event (``slot[t]``: the
+    event's code; several events at one instant, a list of ``(parent time, code)`` in the order
+    they were scheduled). Process ``p``'s event codes are ``2 p + 1`` for an event whose parent the
+    loop processed (a compute end) and ``2 p`` for the others; ``parent_of[p]`` is the parent time
+    of its pending event (a process has at most one). The FIFO holds process indices and lanes'
+    grant events (``~lane``). State a process uses directly, for speed:
 
-    * release queue ``q``: ``busy[q] = False`` and, if ``waiting[q]``, ``fifo.append(~q)``
-      (:meth:`lbsim.simulator.network.Lane.release`); make a process ``v`` go on (the gate
-      releases it): ``fifo.append(v)``;
-    * run ahead: a timeout ending at ``t`` needs no yield when ``not fifo and heap[0][0] > t``
-      (it would be the next event): the process sets ``clock[0] = t`` and goes on; a request of a
-      free queue (``not busy[q] and not waiting[q]``) under the same test with ``t = now`` is
-      granted by setting ``busy[q] = True``.
+    * to schedule its next event at ``t`` (:meth:`at`): run ahead if ``not fifo and times[0] > t``
+      (then ``clock[0] = t``); else, for a zero delay of a compute end, ``fifo.append(p)``; else, if
+      ``t in slot``, :meth:`collide`, otherwise ``slot[t] = code``, ``heappush(times, t)`` and
+      ``parent_of[p] = parent time``;
+    * ``free[q]``: when closed-form queue ``q`` is next free;
+    * a lane ``q``: :meth:`request` (``yield from``) and :meth:`release`.
     """
 
-    def __init__(self, env: SimEnv) -> None:
+    def __init__(self, env: SimEnv, processes: int) -> None:
         self.env = env
         self.timing = server_timing(env, env.scenario.network)  # type: ignore[arg-type]
         self.fifo: deque[int] = deque()  # zero-delay events at the current time, in order
-        self.heap: list[tuple[float, int, int]] = [(math.inf, 0, _NOTHING)]  # (time, id, code); the sentinel
+        self.times: list[float] = [math.inf]  # the sentinel: no event left
+        self.slot: dict[float, Any] = {math.inf: _NOTHING}
+        self.parent_of = [0.0] * processes
         self.clock = [0.0]  # the current time (a process that runs ahead moves it)
-        self.busy: list[bool] = []
+        self.free: list[float] = []  # closed-form queues: next free
+        self.busy: list[bool] = []  # lanes
         self.waiting: list[deque[int]] = []
         self.now = 0.0
 
     def add_queues(self, count: int) -> int:
-        """``count`` new FIFO queues of capacity one; returns the first one's index."""
-        first = len(self.busy)
+        """``count`` closed-form queues; returns the first one's index."""
+        self.free += [0.0] * count
+        return len(self.free) - count
+
+    def add_lanes(self, count: int) -> int:
+        """``count`` lanes (:class:`lbsim.simulator.network.Lane`); returns the first one's index."""
         self.busy += [False] * count
         self.waiting += [deque() for _ in range(count)]
-        return first
+        return len(self.busy) - count
 
-    def run(self, processes: list[Process]) -> None:  # noqa: C901, PLR0912 - the loop, inlined for speed
+    # -- scheduling -----------------------------------------------------------------------------
+    def at(self, t: float, parent_s: float, code: int) -> bool:
+        """Schedule process ``code >> 1``'s next event at ``t``; True: run ahead (it is next anyway)."""
+        if not self.fifo and self.times[0] > t:
+            self.clock[0] = t
+            return True
+        if t == self.clock[0] and code & 1:
+            self.fifo.append(code >> 1)
+        elif t in self.slot:
+            self.collide(t, parent_s, code)
+        else:
+            self.slot[t] = code
+            heappush(self.times, t)
+            self.parent_of[code >> 1] = parent_s
+        return False
+
+    def collide(self, t: float, parent_s: float, code: int) -> None:
+        """A second event at ``t``: the instant's events become a list, in the order scheduled."""
+        events = self.slot[t]
+        if events.__class__ is int:
+            events = [(self.parent_of[events >> 1] if events >= 0 else 0.0, events)]
+            self.slot[t] = events
+        events.append((parent_s, code))
+
+    def hop(self, p: int, now: float) -> Generator[None, float, float]:
+        """One zero-delay event of process ``p`` (SimPy's ``timeout(0)``); returns the time it resumes."""
+        if self.fifo or self.times[0] <= now:
+            self.fifo.append(p)
+            now = yield
+        return now
+
+    def hold_end(self, p: int, released: float, granted: float, now: float) -> Generator[None, float, float]:
+        """A transfer with no tail: its hold ends at ``released`` (held since ``granted``), its
+        arrival is one zero-delay event later (SimPy's ``timeout(0)`` made at the hold's end)."""
+        if not self.at(released, granted, 2 * p):
+            now = yield
+        else:
+            now = released
+        return (yield from self.hop(p, now))
+
+    # -- lanes (Lane's rules, its events as zero-delay events) ----------------------------------
+    def request(self, p: int, q: int, now: float) -> Generator[None, float, float]:
+        """Process ``p`` waits for lane ``q`` (:meth:`Lane.request`); returns the time it is granted."""
+        busy, waiting = self.busy, self.waiting
+        if busy[q] or waiting[q]:
+            queue = waiting[q]
+            queue.append(p)
+            if not busy[q]:  # released, its grant event not processed yet: the head goes now
+                busy[q] = True
+                self.fifo.append(queue.popleft())
+            return (yield)
+        busy[q] = True  # free: granted, a zero-delay event (timeout(0))
+        return (yield from self.hop(p, now))
+
+    def release(self, q: int) -> None:
+        """Release lane ``q`` (:meth:`Lane.release`): its head is granted at the release's event."""
+        self.busy[q] = False
+        if self.waiting[q]:
+            self.fifo.append(~q)
+
+    # -- the loop -------------------------------------------------------------------------------
+    def run(self, processes: list[Process]) -> None:
         """Run ``processes`` (started in order at 0, then the budget) until one yields STOP or the budget."""
         budget_s = self.env.run_end.budget_s
-        fifo, busy, waiting, clock = self.fifo, self.busy, self.waiting, self.clock
-        popleft, fifo_add = fifo.popleft, fifo.append
+        fifo, times, slot, clock, parent_of = self.fifo, self.times, self.slot, self.clock, self.parent_of
+        busy, waiting = self.busy, self.waiting
+        popleft, slot_pop = fifo.popleft, slot.pop
         sends: list[Callable[[Any], Any]] = [p.send for p in processes]
-        heap = self.heap
-        eid = 1
-        now = 0.0
-        heappush(heap, (-math.inf, 0, _NOTHING))  # while they start, no process may run ahead
-        for code, send in enumerate(sends):  # their start events: each runs to its first yield
+        heappush(times, -math.inf)  # while they start, none may run ahead
+        slot[-math.inf] = _NOTHING
+        for send in sends:  # their start events: each runs to its first wait
             send(None)
-            cmd = send(0.0)
-            if cmd.__class__ is float:
-                if cmd == now:
-                    fifo_add(code)
-                else:
-                    heappush(heap, (cmd, eid, code))
-                    eid += 1
-            elif cmd >= 0:
-                raise ValueError("a process must not ask for a queue when it starts")
-        heappop(heap)
+            send(0.0)
+        heappop(times)
+        del slot[-math.inf]
         if budget_s is not None:
-            heappush(heap, (0.0 + budget_s, eid, _BUDGET))
-            eid += 1
-        while True:
-            if fifo and heap[0][0] != now:
-                code = popleft()
+            t = 0.0 + budget_s
+            if t in slot:
+                self.collide(t, 0.0, _BUDGET)
             else:
-                now, _, code = heappop(heap)
-                clock[0] = now
-            if code < 0:
-                if code == _BUDGET:
-                    break
-                if code == _NOTHING:
+                slot[t] = _BUDGET
+                heappush(times, t)
+        now = 0.0
+        while True:
+            if fifo and times[0] != now:
+                code = popleft()
+                if code < 0:  # a lane's release event: its head is granted if the lane is still free
+                    q = ~code
+                    if not busy[q] and waiting[q]:
+                        busy[q] = True
+                        fifo.append(waiting[q].popleft())
+                    continue
+            else:
+                now = clock[0] = heappop(times)
+                code = slot_pop(now)
+                if code.__class__ is not int:
+                    code = self._first(now, code)
+                elif fifo and code >= 0 and parent_of[code >> 1] == now:
+                    raise Tie(f"an event at {now!r} s among zero-delay ones")
+                if code < 0:
+                    if code == _BUDGET:  # it precedes every event due at its time but the first compute ends
+                        break
                     raise RuntimeError('No scheduled events left but "until" event was not triggered')
-                q = ~code  # a queue's release event: grant its head if the queue is still free
-                if not busy[q] and waiting[q]:
-                    busy[q] = True
-                    fifo_add(waiting[q].popleft())
-                continue
-            send = sends[code]
-            while True:  # this process until it waits; at once while its next event comes first
-                cmd = send(now)
-                now = clock[0]  # moved if the process ran ahead
-                if cmd.__class__ is float:  # a timeout, ending at cmd
-                    if cmd == now:  # zero delay (or too small to move the clock): after the FIFO's
-                        if not fifo and heap[0][0] > now:
-                            continue
-                        fifo_add(code)
-                        break
-                    if not fifo and heap[0][0] > cmd:  # next anyway: run ahead
-                        now = clock[0] = cmd
-                        continue
-                    heappush(heap, (cmd, eid, code))
-                    eid += 1
-                    break
-                if cmd >= 0:  # request queue cmd (Lane.request)
-                    if not busy[cmd] and not waiting[cmd]:
-                        busy[cmd] = True
-                        if not fifo and heap[0][0] > now:
-                            continue
-                        fifo_add(code)
-                        break
-                    q_ = waiting[cmd]
-                    q_.append(code)
-                    if not busy[cmd]:  # released, its grant event not processed yet: the head goes now
-                        busy[cmd] = True
-                        fifo_add(q_.popleft())
-                    break
-                break  # WAIT or STOP
-            if cmd == STOP:
+                code >>= 1
+            if sends[code](now) == STOP:
                 break
-        self.now = now
+            now = clock[0]  # moved if the process ran ahead
+        self.now = clock[0]
+
+    def _first(self, t: float, events: list[tuple[float, int]]) -> int:
+        """The first of several events at ``t`` (SimPy's order), or :class:`Tie` if it cannot be told."""
+        if len(events) > 1:
+            events.sort(key=_parent)  # stable: the order scheduled among equal parents
+            (p0, c0), (p1, c1) = events[0], events[1]
+            if p0 == p1 and not c0 & c1 & 1:
+                raise Tie(f"two events at {t!r} s whose order the fast loop cannot tell")
+            self.slot[t] = events[1:]
+            heappush(self.times, t)
+        parent_s, code = events[0]
+        if self.fifo and code >= 0 and parent_s == t:
+            raise Tie(f"an event at {t!r} s among zero-delay ones")
+        return code
 
     def end(self, processes: list[Process]) -> None:
         """Tell every process, in order, that the run ended at :attr:`now` (:class:`RunEnded`)."""
@@ -183,3 +255,7 @@ class EventLoop:
                 p.throw(RunEnded(self.now))
             except (StopIteration, RunEnded):
                 pass
+
+
+def _parent(event: tuple[float, int]) -> float:
+    return event[0]

@@ -28,12 +28,16 @@ scheduler, or the fast loop's reproduction of it).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.fast_async import FastAsync
+from lbsim.simulator.fast_loop import Tie
+from lbsim.simulator.fast_wbsp import FastWBSP
 
 # Which fast loop enacts a scheme's decisions, by the scheme's ``driver`` attribute.
-FAST_DRIVERS = {"async": FastAsync}
+FAST_DRIVERS: dict[str, type[FastAsync] | type[FastWBSP]] = {"async": FastAsync, "wbsp": FastWBSP}
 
 
 def ineligible(env: SimEnv) -> str | None:
@@ -48,9 +52,49 @@ def ineligible(env: SimEnv) -> str | None:
     return None
 
 
-def run_fast_ps(env: SimEnv) -> None:
-    """Run a qualifying scenario to its end on the fast path (see the module docstring)."""
+def run_fast_ps(env: SimEnv) -> bool:
+    """Run a qualifying scenario to its end on the fast path (see the module docstring).
+
+    False: the run met a tie (:class:`lbsim.simulator.fast_loop.Tie`) and stopped there; ``env``
+    is spent, and the run is to be redone on the event path.
+    """
     reason = ineligible(env)
     if reason is not None:
         raise ValueError(f"the parameter-server fast path does not apply: {reason}")
-    FAST_DRIVERS[env.scheme.driver](env).run()
+    try:
+        FAST_DRIVERS[env.scheme.driver](env).run()
+    except Tie:
+        return False
+    return True
+
+
+class Reported:
+    """A progress callback that counts its readings, so that a run redone after a tie repeats none.
+
+    The fast path is exact up to a tie, so its readings are the event path's first ones; the
+    redone run's callback (:meth:`resumed`) passes on only the readings after those.
+    """
+
+    def __init__(self, progress: Callable[[float], None] | None) -> None:
+        self.progress = progress
+        self.count = 0
+        self.callback = self._report if progress is not None else None
+
+    def _report(self, fraction: float) -> None:
+        self.count += 1
+        assert self.progress is not None  # _report is the callback only when there is one
+        self.progress(fraction)
+
+    def resumed(self) -> Callable[[float], None] | None:
+        """The callback for the run redone from the start: silent for the readings already passed on."""
+        if self.progress is None:
+            return None
+        skip, progress = self.count, self.progress
+
+        def report(fraction: float) -> None:
+            nonlocal skip
+            if skip:
+                skip -= 1
+            else:
+                progress(fraction)
+        return report

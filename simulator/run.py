@@ -20,8 +20,8 @@ from lbsim.scenario.schema import Scenario
 from lbsim.schemes.base import DecisionLog, aggregation_of, is_synchronous
 from lbsim.simulator.asynchronous import AsyncDriver
 from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_ps import Reported, run_fast_ps
 from lbsim.simulator.fast_ps import ineligible as ps_ineligible
-from lbsim.simulator.fast_ps import run_fast_ps
 from lbsim.simulator.fast_sync import FastSync, ineligible
 from lbsim.simulator.sync import SyncDriver
 from lbsim.simulator.wbsp import WBSPDriver
@@ -41,19 +41,18 @@ def simulate(scenario: Scenario, progress: ProgressFn | None = None, *, fast: bo
     (no data section: :func:`lbsim.simulator.fast_ps.ineligible`).
     """
     run = resolve_run(scenario)  # found, not redone, when the loader resolved this scenario
-    workers = run.workers
-    scheme = run.scheme()
-    env = SimEnv(scenario, workers, run.contention(), scheme, progress, resolved=run)
-    if scenario.numerics.enabled:
-        env.numerics = build_trainer(scenario, workers, scheme, env)
+    reported = Reported(progress)
+    env = _environment(scenario, run, reported.callback)
+    scheme = env.scheme
     if fast and ineligible(env) is None:
         FastSync(env).run()
     elif fast and ps_ineligible(env) is None:
-        run_fast_ps(env)
+        if not run_fast_ps(env):  # a tie only SimPy's ids order: the event path, from the start
+            env = _environment(scenario, run, reported.resumed())
+            scheme = env.scheme
+            _run_events(env)
     else:
-        DRIVERS[scheme.driver](env)
-        env.start_budget()
-        env.run(until=env.finished)
+        _run_events(env)
     extra = dict(scheme.diagnostics())
     curve: tuple[dict[str, float], ...] = ()
     if env.numerics is not None:
@@ -69,6 +68,22 @@ def simulate(scenario: Scenario, progress: ProgressFn | None = None, *, fast: bo
         rows = scheme.decision_rows()
         decisions = rows if isinstance(rows, ColumnRows) else tuple(rows)  # ColumnRows: built on access
     return RunResult(iterations, updates, summary, decisions, curve)
+
+
+def _environment(scenario: Scenario, run: Any, progress: Callable[[float], None] | None) -> SimEnv:
+    """A fresh environment for ``run``: its scheme, contention and (numerics on) trainer."""
+    scheme = run.scheme()
+    env = SimEnv(scenario, run.workers, run.contention(), scheme, progress, resolved=run)
+    if scenario.numerics.enabled:
+        env.numerics = build_trainer(scenario, run.workers, scheme, env)
+    return env
+
+
+def _run_events(env: SimEnv) -> None:
+    """The event path: the scheme's driver as SimPy processes, to the run's end."""
+    DRIVERS[env.scheme.driver](env)
+    env.start_budget()
+    env.run(until=env.finished)
 
 
 def build_trainer(scenario: Scenario, workers: Any, scheme: Any, env: SimEnv) -> Trainer:

@@ -65,6 +65,7 @@ import simpy
 
 from lbsim.schemes.base import as_wbsp
 from lbsim.schemes.wbsp_rounds import Rounds
+from lbsim.simulator.compute import iteration_end_s
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.fetch import Fetcher
 from lbsim.simulator.network import ParameterServer
@@ -105,26 +106,26 @@ def _batch_of(s: Step) -> int:
     return s.batch
 
 
-class WBSPDriver:
+class WBSPBook:
+    """WBSP's rounds, steps and records at the server: what both simulator paths share.
+
+    The event path (:class:`WBSPDriver`) and the fast path (:mod:`lbsim.simulator.fast_wbsp`)
+    differ only in how they order events; each calls these methods at the same moments (with
+    ``env``'s clock at the event's time), so the decisions (the scheme's ``on_upload`` and
+    ``observe_step``, :class:`Rounds`) and the records come from one place.
+    """
+
     def __init__(self, env: SimEnv) -> None:
         self.env = env
         self.scheme = as_wbsp(env.scheme)
-        self.ps = ParameterServer(env, env.scenario.network, lanes=True)  # type: ignore[arg-type]
         self.rounds: Rounds[Step] = Rounds(env.n, _batch_of)  # open round, pull flags (shared with the runtime)
         self.blocking = bool(self.scheme.overlap_pull_blocks)
         self._observe_step = self.scheme.observe_step
-        self.fetcher = Fetcher(env, env.data) if env.data is not None else None  # None: data local and free
         # numerics: each worker's own model copy and the global snapshot of every closed round
         self.numerics = env.numerics
         if self.numerics is not None:
             self.local = [self.numerics.weights()] * env.n
             self.snapshots = {0: self.numerics.weights()}
-        if self.scheme.overlap:
-            self.state = [Overlap() for _ in range(env.n)]
-            self.procs = [env.process(self._compute_loop(w)) for w in range(env.n)]
-            self.procs += [env.process(self._comm_loop(w)) for w in range(env.n)]
-        else:
-            self.procs = [env.process(self._worker(w)) for w in range(env.n)]
 
     # -- rounds and records ---------------------------------------------------------------------
     def _applied(self, w: int, steps: list[Step]) -> None:
@@ -179,21 +180,13 @@ class WBSPDriver:
         self._observe_step(s.worker, fetch_s + compute_s + s.comm_s + s.wait_s)  # the step time alone: no object
         self._emit(s)
 
-    def _compute(self, w: int, it: int, base_version: int) -> Generator[Any, Any, Step]:
-        env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
-        start = env.now
-        batch = self.scheme.batch(w)
-        local = batch if self.fetcher is None else self.fetcher.layout.default_local(w, batch)
-        samples = self.numerics.draw(w, batch, local) if self.numerics is not None else None
-        if self.fetcher is not None:
-            yield from self.fetcher.fetch(w, local, batch - local)
-        compute_start = env.now
-        compute_end = cont.compute_end(compute_start, spec.compute_s(batch) * cont.iteration_factor(it))
-        yield env.timeout(compute_end - compute_start)
+    def _step(self, w: int, it: int, start: float, compute_start: float, compute_end: float, batch: int,
+              base_version: int, samples: Any) -> Step:
+        """The local step whose compute just ended (numerics: one SGD step on the worker's model)."""
         step = Step(w, it, start, compute_start, compute_end, batch, base_version)
         if self.numerics is not None:  # one local SGD step on the model this step started from
             before = self.local[w]
-            assert samples is not None  # drawn above whenever numerics are on
+            assert samples is not None  # drawn whenever numerics are on
             self.local[w] = self.numerics.local_step(w, before, samples)
             step.delta = self.local[w] - before
         return step
@@ -202,6 +195,35 @@ class WBSPDriver:
         """Worker w's local model becomes the global snapshot of ``version`` (numerics)."""
         if self.numerics is not None:
             self.local[w] = self.snapshots[version]
+
+
+
+class WBSPDriver(WBSPBook):
+    """WBSP's workers as SimPy processes (the event path)."""
+
+    def __init__(self, env: SimEnv) -> None:
+        super().__init__(env)
+        self.ps = ParameterServer(env, env.scenario.network, lanes=True)  # type: ignore[arg-type]
+        self.fetcher = Fetcher(env, env.data) if env.data is not None else None  # None: data local and free
+        if self.scheme.overlap:
+            self.state = [Overlap() for _ in range(env.n)]
+            self.procs = [env.process(self._compute_loop(w)) for w in range(env.n)]
+            self.procs += [env.process(self._comm_loop(w)) for w in range(env.n)]
+        else:
+            self.procs = [env.process(self._worker(w)) for w in range(env.n)]
+
+    def _compute(self, w: int, it: int, base_version: int) -> Generator[Any, Any, Step]:
+        env = self.env
+        start = env.now
+        batch = self.scheme.batch(w)
+        local = batch if self.fetcher is None else self.fetcher.layout.default_local(w, batch)
+        samples = self.numerics.draw(w, batch, local) if self.numerics is not None else None
+        if self.fetcher is not None:
+            yield from self.fetcher.fetch(w, local, batch - local)
+        compute_start = env.now
+        compute_end = iteration_end_s(env.contention[w], env.workers[w], compute_start, batch, it)
+        yield env.timeout(compute_end - compute_start)
+        return self._step(w, it, start, compute_start, compute_end, batch, base_version, samples)
 
     # -- base variant ---------------------------------------------------------------------------
     def _worker(self, w: int) -> Generator[Any, Any, None]:

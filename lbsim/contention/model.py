@@ -71,7 +71,7 @@ def series_multiplier(iterations: list[IterationSeries], iteration: int) -> floa
     return m
 
 
-@dataclass
+@dataclass(slots=True)
 class WorkerContention:
     """Everything that slows one worker."""
 
@@ -124,7 +124,7 @@ class WorkerContention:
 
         Call once per iteration, in order: the jitter draw advances this worker's own stream.
         """
-        m = series_multiplier(self.iterations, iteration)
+        m = series_multiplier(self.iterations, iteration) if self.iterations else 1.0
         if self.jitter_cv > 0 and self.rng is not None:
             if self._jitter_pos == len(self._jitter):  # draws come in blocks: the same numbers, in order
                 self._jitter = jitter_block(self.rng, self.jitter_cv).tolist()

@@ -92,6 +92,7 @@ class RecordTable(Sequence[Any]):
     RECORD: ClassVar[type]
     COLUMNS: ClassVar[tuple[str, ...]]
     DTYPES: ClassVar[dict[str, type]]
+    ROW_DTYPE: ClassVar[np.dtype]  # one record as a structured item (the fields in column order)
     __slots__ = ("columns", "_n")
 
     def __init__(self, columns: dict[str, np.ndarray]) -> None:
@@ -162,6 +163,7 @@ class IterationTable(RecordTable):
     RECORD = IterationRecord
     COLUMNS = ITERATION_COLUMNS
     DTYPES = ITERATION_DTYPES
+    ROW_DTYPE = np.dtype(list(ITERATION_DTYPES.items()))
     __slots__ = ()
 
 
@@ -175,6 +177,7 @@ class UpdateTable(RecordTable):
     RECORD = UpdateRecord
     COLUMNS = UPDATE_COLUMNS
     DTYPES = UPDATE_DTYPES
+    ROW_DTYPE = np.dtype(list(UPDATE_DTYPES.items()))
     __slots__ = ("_records",)
 
     def __init__(self, columns: dict[str, np.ndarray]) -> None:
@@ -234,9 +237,8 @@ class RecordLog:
         if not self._rows:
             return
         rows, self._rows = self._rows, []
-        cols = zip(*rows, strict=True)
-        dt = self.kind.DTYPES
-        self._blocks.append({c: np.array(col, dtype=dt[c]) for c, col in zip(self.kind.COLUMNS, cols, strict=True)})
+        table = np.fromiter(rows, dtype=self.kind.ROW_DTYPE, count=len(rows))  # one pass in C over the tuples
+        self._blocks.append({c: np.ascontiguousarray(table[c]) for c in self.kind.COLUMNS})
 
     def table(self) -> Any:
         self._flush()

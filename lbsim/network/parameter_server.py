@@ -54,7 +54,8 @@ def link_s(gradient_bytes: float, network_factor: float, node_bytes_per_s: float
 
 def tail_s(requested_s: float, own_s: float, released_s: float, latency_s: float) -> float:
     """From the server NIC's release to the transfer's end: what is left of the node link, + latency."""
-    return max(0.0, requested_s + own_s - released_s) + latency_s
+    left = requested_s + own_s - released_s
+    return (left if left > 0.0 else 0.0) + latency_s  # max(0.0, left) + latency, without a call
 
 
 class _Worker(Protocol):

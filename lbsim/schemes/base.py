@@ -341,7 +341,7 @@ class Clocks(list):  # type: ignore[type-arg]
 
     def __init__(self, n: int) -> None:
         super().__init__([0] * n)
-        self._count: dict[int, int] = {0: n} if n else {}
+        self._count: list[int] = [n]  # workers at each clock value (0 .. high)
         self.low = 0
         self.high = 0
         self._heap: list[tuple[int, int]] | None = None  # (clock, worker), built on the first argmin
@@ -351,11 +351,12 @@ class Clocks(list):  # type: ignore[type-arg]
         self[w] = c + 1
         count = self._count
         count[c] -= 1
-        count[c + 1] = count.get(c + 1, 0) + 1
-        if c + 1 > self.high:
+        if c < self.high:
+            count[c + 1] += 1
+        else:  # the first worker at clock c + 1
+            count.append(1)
             self.high = c + 1
-        if c == self.low and count[c] == 0:
-            del count[c]
+        if c == self.low and not count[c]:
             self.low = c + 1
         if self._heap is not None:
             heapq.heappush(self._heap, (c + 1, w))

@@ -1,0 +1,174 @@
+"""WBSP's fast path: :class:`lbsim.simulator.wbsp.WBSPDriver` without SimPy.
+
+The workers (base variant: one process each; overlap variant: a compute and a communication
+process each) are plain generators run by :class:`lbsim.simulator.fast_loop.EventLoop`, with the
+server's queues in closed form (:class:`lbsim.simulator.fast_server.FastServer`). Rounds, steps
+and records are the event path's own (:class:`lbsim.simulator.wbsp.WBSPBook`: the scheme's
+``on_upload`` / ``observe_step``, :class:`lbsim.schemes.wbsp_rounds.Rounds`), called at the same
+moments with the environment's clock set to the event's time; every time is computed by the event
+path's expressions (:func:`lbsim.simulator.compute.iteration_end_s`, the server's rules).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from heapq import heappush
+
+from lbsim.simulator.compute import iteration_end_s
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_loop import STOP, EventLoop, Process, RunEnded
+from lbsim.simulator.fast_server import FastServer
+from lbsim.simulator.wbsp import Step, WBSPBook
+
+
+class FastWBSP(WBSPBook):
+    """Runs a WBSP scenario to its end (see the module docstring)."""
+
+    def __init__(self, env: SimEnv) -> None:
+        super().__init__(env)
+        n = env.n
+        self.overlap = bool(self.scheme.overlap)
+        self.loop = EventLoop(env, 2 * n if self.overlap else n)
+        self.server = FastServer(self.loop)
+        # overlap: each worker's steps not pushed yet, and its two loops' hand-overs
+        self.unpushed: list[list[Step]] = [[] for _ in range(n)]
+        self.comm_idle = [False] * n  # the communication loop waits for a finished step
+        self.pulling = [False] * n  # flagged: the pull is in flight
+        self.stalled = [False] * n  # the compute loop waits for that pull (overlap_pull_blocks)
+        self.ready: list[int | None] = [None] * n  # a pulled snapshot waiting for the next step boundary
+
+    def run(self) -> None:
+        """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
+        env, n = self.env, self.env.n
+        if self.overlap:
+            processes = [self._compute_loop(w) for w in range(n)] + [self._comm_loop(w) for w in range(n)]
+        else:
+            processes = [self._worker(w) for w in range(n)]
+        self.loop.run(processes)
+        env._now = self.loop.now
+        self.loop.end(processes)
+        env.finish()  # at the budget: the steps the end cuts (after the final update: nothing left)
+
+    def _compute(self, p: int, w: int, it: int, base_version: int, now: float) -> Generator[None, float, Step]:
+        """Process ``p`` computes worker ``w``'s local step ``it``; returns it (:meth:`WBSPDriver._compute`)."""
+        env, loop = self.env, self.loop
+        start = now
+        batch = self.scheme.batch(w)
+        samples = self.numerics.draw(w, batch, batch) if self.numerics is not None else None
+        compute_end = iteration_end_s(env.contention[w], env.workers[w], start, batch, it)
+        t = start + (compute_end - start)
+        fifo, times, slot = loop.fifo, loop.times, loop.slot
+        if not fifo and times[0] > t:  # EventLoop.at, written out (odd code: the parent is this event)
+            loop.clock[0] = t
+        else:
+            if t == now:
+                fifo.append(p)
+            elif t in slot:
+                loop.collide(t, now, 2 * p + 1)
+            else:
+                slot[t] = 2 * p + 1
+                heappush(times, t)
+                loop.parent_of[p] = now
+            yield
+        return self._step(w, it, start, start, compute_end, batch, base_version, samples)
+
+    # -- base variant ---------------------------------------------------------------------------
+    def _worker(self, w: int) -> Process:
+        """Worker w's local steps, base variant (:meth:`lbsim.simulator.wbsp.WBSPDriver._worker`)."""
+        env, compute, server = self.env, self._compute, self.server
+        push, pull, apply = server.push, server.pull, server.apply
+        applied, end_step, adopt, take_flag = self._applied, self._end_step, self._adopt, self.rounds.take_flag
+        clock = self.loop.clock
+        base_version = 0
+        it = 0
+        try:
+            now = yield
+            while True:
+                s = yield from compute(w, w, it, base_version, now)
+                now = yield from push(w, w, clock[0])
+                pushed = now
+                now = yield from apply(w, now)
+                env._now = now
+                s.comm_s, s.wait_s = pushed - s.compute_end_s, now - pushed
+                applied(w, [s])
+                if env.stopped:
+                    yield STOP
+                if take_flag(w):
+                    version = env.version
+                    s.busy_since = now
+                    now = yield from pull(w, w, now)
+                    env._now = now
+                    s.comm_s += now - s.busy_since
+                    s.busy_since = None
+                    base_version = version
+                    adopt(w, version)
+                end_step(s)
+                now = env._now
+                it += 1
+        except RunEnded:
+            return  # the steps the end cuts are the environment's open rows (SimEnv.finish)
+
+    # -- overlap variant (PCC) ------------------------------------------------------------------
+    def _compute_loop(self, w: int) -> Process:
+        """Worker w's compute loop (:meth:`lbsim.simulator.wbsp.WBSPDriver._compute_loop`)."""
+        env, loop, n, compute = self.env, self.loop, self.env.n, self._compute
+        end_step, adopt, fifo, clock = self._end_step, self._adopt, loop.fifo, loop.clock
+        unpushed, comm_idle, pulling, stalled, ready = self.unpushed, self.comm_idle, self.pulling, self.stalled, self.ready
+        blocking = self.blocking
+        base_version = 0
+        it = 0
+        try:
+            now = yield
+            while True:
+                s = yield from compute(w, w, it, base_version, now)
+                now = clock[0]
+                unpushed[w].append(s)
+                if comm_idle[w]:  # wake the idle communication loop (a zero-delay event)
+                    comm_idle[w] = False
+                    fifo.append(n + w)
+                if blocking and pulling[w]:  # wait for the pulled model
+                    s.busy_since = now
+                    stalled[w] = True
+                    now = yield
+                    s.comm_s = now - s.busy_since
+                    s.busy_since = None
+                version = ready[w]
+                if version is not None:
+                    base_version, ready[w] = version, None
+                    adopt(w, version)
+                env._now = now
+                end_step(s)
+                it += 1
+        except RunEnded:
+            return
+
+    def _comm_loop(self, w: int) -> Process:
+        """Worker w's communication loop (:meth:`lbsim.simulator.wbsp.WBSPDriver._comm_loop`)."""
+        env, fifo, server = self.env, self.loop.fifo, self.server
+        push, pull, apply = server.push, server.pull, server.apply
+        applied, take_flag = self._applied, self.rounds.take_flag
+        unpushed, comm_idle, pulling, stalled, ready = self.unpushed, self.comm_idle, self.pulling, self.stalled, self.ready
+        p = env.n + w  # this process
+        try:
+            now = yield
+            while True:
+                if not unpushed[w]:
+                    comm_idle[w] = True
+                    now = yield  # woken by the compute loop
+                steps, unpushed[w] = unpushed[w], []
+                now = yield from push(p, w, now)
+                now = yield from apply(p, now)
+                env._now = now
+                applied(w, steps)
+                if env.stopped:
+                    yield STOP
+                if take_flag(w):
+                    pulling[w] = True
+                    version = env.version
+                    now = yield from pull(p, w, now)
+                    pulling[w], ready[w] = False, version
+                    if stalled[w]:  # the compute loop waits for this pull: it goes on (a zero-delay event)
+                        stalled[w] = False
+                        fifo.append(w)
+        except RunEnded:
+            return

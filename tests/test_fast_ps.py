@@ -1,0 +1,270 @@
+"""The parameter-server fast path (simulator/fast_ps.py) gives exactly the event path's results.
+
+Every case runs one scenario twice — ``simulate(sc)`` (fast path where it applies) and
+``simulate(sc, fast=False)`` (SimPy events) — and compares every field of every iteration and
+update record (exact float equality, same order), the summary, the decisions, the progress
+callback's readings and, with numerics on, the learning curve. Cases cover ASP, SSP, DSSP (both
+rules), ElasticBSP and WBSP (base, overlap, overlap without blocking pulls); jitter, Markov on
+compute and network, scheduled windows, the three trace formats; nodes shared by several
+workers; numerics; the update and sample targets and the time budget (one hit exactly at an
+update); identical workers without jitter (exact ties, which the fast path hands to the event
+path: :class:`lbsim.simulator.fast_loop.Tie`); and random scenarios (hypothesis). Speed is
+never asserted here (benchmarks/bench_simulator.py measures it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import lbsim.simulator.run as run_module
+from lbsim.metrics.records import ITERATION_COLUMNS
+from lbsim.scenario.loader import load_scenario, scenario_from_data
+from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_ps import Reported, ineligible
+from lbsim.simulator.run import simulate
+
+REPO = Path(__file__).resolve().parents[1]
+TRACES = REPO / "scenarios" / "traces"
+
+
+def _group(count, speed, *, t0=0.0, bw=8.0, jitter=0.0, per_node=1):
+    g = {"instance": "g4dn.xlarge", "count": count, "t0_s": t0, "samples_per_s": speed, "max_batch": 100_000,
+         "bandwidth_gbps": bw, "jitter_cv": jitter}
+    if per_node > 1:
+        g.update(instance="g4dn.12xlarge", workers_per_node=per_node)
+    return g
+
+
+def _ps(shards=2, server_gbps=10.0, apply_s=0.002, latency_s=1e-4):
+    return {"name": "parameter_server", "shards": shards, "server_bandwidth_gbps": server_gbps, "apply_s": apply_s,
+            "latency_s": latency_s}
+
+
+def _scenario(groups, *, scheme="asp", updates=60, samples=None, budget=None, contention=(), seed=3, network=None,
+              numerics=None, gradient_bytes=4_000_000):
+    n = sum(g["count"] for g in groups)
+    data = {
+        "seed": seed,
+        "workload": {"model": "resnet50_imagenet", "global_batch": 32 * n, "updates": updates, "samples": samples,
+                     "time_budget_s": budget, "gradient_bytes": gradient_bytes},
+        "cluster": {"groups": list(groups)},
+        "network": network or _ps(),
+        "contention": list(contention),
+        "scheme": {"name": scheme} if isinstance(scheme, str) else scheme,
+    }
+    if numerics is not None:
+        data["numerics"] = numerics
+    return scenario_from_data(data)
+
+
+MIXED = [_group(3, 120.0, t0=0.02, bw=10.0, jitter=0.1), _group(2, 45.0, t0=0.05, bw=5.0, jitter=0.05),
+         _group(2, 300.0, bw=2.0, jitter=0.02)]
+MARKOV_BOTH = {"name": "markov", "workers": "all", "mean_off_s": 2.0, "mean_on_s": 1.0, "slowdown_min": 1.5,
+               "slowdown_max": 4.0, "target": "both"}
+SCHEDULED = {"name": "scheduled", "workers": [1, 4], "start_s": 1.0, "end_s": 3.5, "slowdown": 2.5}
+SCHEDULED_NET = {"name": "scheduled", "workers": [0], "start_s": 0.5, "slowdown": 3.0, "target": "network"}
+EVERYTHING = [MARKOV_BOTH, SCHEDULED, SCHEDULED_NET]
+
+SCHEMES = [
+    "asp",
+    {"name": "ssp", "staleness": 0},
+    {"name": "ssp", "staleness": 2},
+    {"name": "dssp", "staleness_low": 1, "staleness_high": 4},
+    {"name": "dssp", "staleness_low": 1, "staleness_high": 4, "rule": "bounded_lead"},
+    {"name": "elastic_bsp", "lookahead": 4},
+    "wbsp",
+    {"name": "wbsp", "overlap": True},
+    {"name": "wbsp", "overlap": True, "overlap_pull_blocks": False},
+]
+
+
+def _name(scheme) -> str:
+    return scheme if isinstance(scheme, str) else "-".join(str(v) for v in scheme.values())
+
+
+@pytest.fixture
+def fast_runs(monkeypatch):
+    """Whether each fast attempt ran to the end (True) or met a tie and handed the run back (False)."""
+    seen: list[bool] = []
+    inner = run_module.run_fast_ps
+
+    def counting(env):
+        ok = inner(env)
+        seen.append(ok)
+        return ok
+
+    monkeypatch.setattr(run_module, "run_fast_ps", counting)
+    return seen
+
+
+def assert_same(fast, slow) -> None:
+    assert len(fast.iterations) == len(slow.iterations)
+    for name in ITERATION_COLUMNS:  # column by column: exact equality, same order
+        a, b = fast.iterations.columns[name], slow.iterations.columns[name]
+        assert np.array_equal(a, b), (name, np.flatnonzero(a != b)[:5])
+    assert fast.updates == slow.updates
+    assert fast.summary == slow.summary
+    assert fast.decisions == slow.decisions
+    assert fast.numerics == slow.numerics
+
+
+def check(sc):
+    seen: dict[bool, list[float]] = {True: [], False: []}
+    fast = simulate(sc, seen[True].append)
+    slow = simulate(sc, seen[False].append, fast=False)
+    assert seen[True] == seen[False]
+    assert_same(fast, slow)
+    assert fast.iterations, "the case must produce records"
+    return fast
+
+
+@pytest.mark.parametrize("scheme", SCHEMES, ids=_name)
+def test_every_scheme_with_every_contention(scheme, fast_runs) -> None:
+    updates = 12 if _name(scheme).startswith("wbsp") else 80
+    check(_scenario(MIXED, scheme=scheme, contention=EVERYTHING, updates=updates))
+    assert fast_runs == [True]
+
+
+@pytest.mark.parametrize("scheme", ["asp", {"name": "ssp", "staleness": 1}, "wbsp", {"name": "wbsp", "overlap": True}],
+                         ids=_name)
+@pytest.mark.parametrize("end", ["samples", "budget"])
+def test_sample_target_and_budget(scheme, end, fast_runs) -> None:
+    kw = {"updates": None, "samples": 4_000} if end == "samples" else {"updates": None, "budget": 2.5}
+    check(_scenario(MIXED, scheme=scheme, contention=[MARKOV_BOTH, SCHEDULED], **kw))
+    assert fast_runs == [True]
+
+
+@pytest.mark.parametrize("scheme", ["asp", "wbsp"])
+def test_budget_hit_exactly_at_an_update(scheme) -> None:
+    """A budget equal to update 3's time: the budget comes first (SimPy's order), no update 3."""
+    free = simulate(_scenario(MIXED, scheme=scheme, contention=[MARKOV_BOTH], updates=6))
+    at = free.updates[3].time_s
+    fast = check(_scenario(MIXED, scheme=scheme, contention=[MARKOV_BOTH], updates=None, budget=at))
+    assert fast.updates == free.updates[:3]
+
+
+@pytest.mark.parametrize("trace", ["pai", "cluster_cpu", "simple"])
+def test_trace_contention(trace, fast_runs) -> None:
+    item = {
+        "pai": {"name": "trace", "path": str(TRACES / "pai_job_1_norm.csv")},
+        "cluster_cpu": {"name": "trace", "path": str(TRACES / "alibaba2018_cluster_cpu_300s.csv"), "bucket_s": 0.7,
+                        "stagger_rows": 3, "target": "both"},
+        "simple": {"name": "trace", "path": str(TRACES / "example_simple.csv"), "target": "both"},
+    }[trace]
+    for scheme in ("ssp", {"name": "wbsp", "overlap": True}):
+        check(_scenario(MIXED, scheme=scheme, contention=[item, SCHEDULED], updates=40))
+    assert fast_runs == [True, True]
+
+
+@pytest.mark.parametrize("scheme", ["asp", {"name": "dssp", "staleness_low": 0, "staleness_high": 3}, "wbsp",
+                                    {"name": "wbsp", "overlap": True}], ids=_name)
+def test_numerics(scheme, fast_runs) -> None:
+    fast = check(_scenario(MIXED, scheme=scheme, contention=[MARKOV_BOTH], updates=15,
+                           numerics={"enabled": True, "eval_every": 4}))
+    assert fast.numerics and fast_runs == [True]
+
+
+# nodes of 3 + 1 (one group) and 2 + 2 (another): transfers queue for their node's NIC
+NODES = [_group(4, 120.0, t0=0.02, bw=4.0, jitter=0.1, per_node=3), _group(4, 45.0, t0=0.05, bw=2.0, jitter=0.05, per_node=2)]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES[::2], ids=_name)
+def test_shared_nodes(scheme, fast_runs) -> None:
+    updates = 12 if _name(scheme).startswith("wbsp") else 80
+    check(_scenario(NODES, scheme=scheme, contention=[MARKOV_BOTH, SCHEDULED_NET], updates=updates))
+    assert fast_runs == [True]
+
+
+@pytest.mark.parametrize("scheme", ["asp", {"name": "ssp", "staleness": 1}, "wbsp", {"name": "wbsp", "overlap": True}],
+                         ids=_name)
+def test_identical_workers_tie_and_match(scheme, fast_runs) -> None:
+    """Identical workers without jitter, no apply time, no latency: events fall on one instant. Where
+    the fast loop cannot tell SimPy's order it hands the run to the event path (same results, and
+    the progress readings go on where they were)."""
+    sc = _scenario([_group(4, 100.0, bw=5.0), _group(2, 100.0, bw=5.0, per_node=2)], scheme=scheme,
+                   network=_ps(shards=1, server_gbps=8.0, apply_s=0.0, latency_s=0.0), updates=30)
+    check(sc)
+    assert len(fast_runs) == 1
+
+
+def test_shipped_parameter_server_scenarios(fast_runs) -> None:
+    for name in ("dssp_table1", "elastic_bsp", "wbsp_h2", "ec2_mixed", "staleness_proxy"):
+        path = REPO / "scenarios" / f"{name}.yaml"
+        sc = load_scenario(path, ["workload.updates=40"] if name != "wbsp_h2" else ["workload.updates=8"])
+        if isinstance(sc.network, dict) or ineligible(_env(sc)) is not None:
+            continue
+        check(sc)
+    assert fast_runs and all(fast_runs)
+
+
+def _env(sc) -> SimEnv:
+    from lbsim.contention.model import build_contention
+    from lbsim.scenario.resolve import build_scheme_for, resolve_workers
+
+    ws = resolve_workers(sc)
+    return SimEnv(sc, ws, build_contention(sc, ws), build_scheme_for(sc, ws))
+
+
+def test_which_scenarios_take_the_fast_path() -> None:
+    assert ineligible(_env(_scenario(MIXED))) is None
+    assert ineligible(_env(_scenario(MIXED, scheme={"name": "wbsp", "overlap": True}))) is None
+    assert "driver 'sync'" in ineligible(_env(_scenario(MIXED, scheme="bsp")))  # backup workers on a server too
+    loft = load_scenario(REPO / "scenarios" / "loft_edge.yaml", ["scheme={name: asp}", "network={name: parameter_server}"])
+    assert "data section" in ineligible(_env(loft))
+
+
+def test_a_redone_run_repeats_no_progress_reading() -> None:
+    readings: list[float] = []
+    reported = Reported(readings.append)
+    assert reported.callback is not None
+    for f in (0.1, 0.2, 0.3):
+        reported.callback(f)
+    resumed = reported.resumed()
+    assert resumed is not None
+    for f in (0.1, 0.2, 0.3, 0.4, 0.5):  # the redone run reads the same first three
+        resumed(f)
+    assert readings == [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert Reported(None).callback is None and Reported(None).resumed() is None
+
+
+CONTENTION = {
+    "markov": MARKOV_BOTH,
+    "window": {"name": "scheduled", "workers": "all", "start_s": 0.3, "end_s": 1.1, "slowdown": 2.0},
+    "net": {"name": "scheduled", "workers": [0], "start_s": 0.2, "slowdown": 1.5, "target": "network"},
+    "pai": {"name": "trace", "path": str(TRACES / "pai_job_1_norm.csv")},
+}
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    layout=st.lists(st.tuples(st.integers(1, 4), st.sampled_from([40.0, 100.0, 250.0]), st.sampled_from([0.0, 0.05]),
+                              st.integers(1, 3)), min_size=1, max_size=3),
+    scheme=st.sampled_from(SCHEMES),
+    network=st.tuples(st.integers(1, 3), st.sampled_from([1.0, 8.0]), st.sampled_from([0.0, 0.001]),
+                      st.sampled_from([0.0, 1e-4])),
+    contention=st.sets(st.sampled_from(sorted(CONTENTION))),
+    end=st.sampled_from(["updates", "samples", "budget"]),
+    seed=st.integers(0, 30),
+)
+def test_random_scenarios_match_the_event_path(layout, scheme, network, contention, end, seed) -> None:
+    groups = [_group(count, speed, t0=0.01 * i, bw=2.0 + 3 * i, jitter=jitter, per_node=per_node)
+              for i, (count, speed, jitter, per_node) in enumerate(layout)]
+    shards, server_gbps, apply_s, latency_s = network
+    wbsp = _name(scheme).startswith("wbsp")
+    kw = {"updates": 6 if wbsp else 40}
+    if end == "samples":
+        kw = {"updates": None, "samples": 1_500}
+    elif end == "budget":
+        kw = {"updates": None, "budget": 1.5}
+    sc = _scenario(groups, scheme=scheme, network=_ps(shards, server_gbps, apply_s, latency_s), seed=seed,
+                   contention=[CONTENTION[k] for k in sorted(contention)], gradient_bytes=2_000_000, **kw)
+    seen: dict[bool, list[float]] = {True: [], False: []}
+    fast = simulate(sc, seen[True].append)
+    slow = simulate(sc, seen[False].append, fast=False)
+    assert seen[True] == seen[False]
+    assert_same(fast, slow)
