@@ -59,6 +59,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from functools import partial
+from operator import attrgetter
 from typing import Any
 
 import simpy
@@ -89,6 +90,7 @@ class Step:
     update: int = -1
     delta: Any = None  # numerics: the change this step made to its worker's model
     cut: bool = False  # the run's end came before the step's (lbsim.metrics.run_end)
+    opened: bool = False  # registered as an open row (in an update, not ended) with the environment
 
 
 @dataclass
@@ -100,10 +102,6 @@ class Overlap:
     pulling: bool = False  # flag received, pulled model not loaded yet
     pulled: simpy.Event | None = None  # succeeds when the pull in flight completes
     ready_version: int | None = None  # a pulled snapshot waiting for the next step boundary
-
-
-def _batch_of(s: Step) -> int:
-    return s.batch
 
 
 class WBSPBook:
@@ -118,7 +116,7 @@ class WBSPBook:
     def __init__(self, env: SimEnv) -> None:
         self.env = env
         self.scheme = as_wbsp(env.scheme)
-        self.rounds: Rounds[Step] = Rounds(env.n, _batch_of)  # open round, pull flags (shared with the runtime)
+        self.rounds: Rounds[Step] = Rounds(env.n, attrgetter("batch"))  # open round, pull flags (shared with the runtime)
         self.blocking = bool(self.scheme.overlap_pull_blocks)
         self._observe_step = self.scheme.observe_step
         # numerics: each worker's own model copy and the global snapshot of every closed round
@@ -134,15 +132,16 @@ class WBSPBook:
         if self.numerics is not None:  # the server adds the upload's delta / n (the official code)
             delta = steps[0].delta if len(steps) == 1 else sum(s.delta for s in steps)
             self.numerics.add_delta(w, delta, 1.0 / self.env.n)
-        if self.scheme.on_upload(w, len(steps), self.env.now):
+        if self.scheme.on_upload(w, len(steps), self.env._now):
             self._close_round()
 
     def _close_round(self) -> None:
         env = self.env
+        now = env._now
         _round, samples, steps = self.rounds.close()  # every worker flagged to pull
         update = env.record_update(samples, len(steps))
         if self.numerics is not None:
-            self.numerics.close_round(env.now)
+            self.numerics.close_round(now)
             self.snapshots[env.version] = self.numerics.weights()
         for s in steps:
             s.update = update
@@ -150,13 +149,15 @@ class WBSPBook:
         for s in steps:
             if s.end_s is None and final:  # still pulling (or stalled on a pull): cut here
                 if s.busy_since is not None:
-                    s.comm_s += env.now - s.busy_since
+                    s.comm_s += now - s.busy_since
                     s.busy_since = None
-                s.end_s = env.now
+                s.end_s = now
                 s.cut = True
             elif s.end_s is None:  # in the update, not ended: its row if the run ends first
                 env.open_row((s.worker, s.iteration), partial(self._row, s, cut=True))
-            self._emit(s)
+                s.opened = True
+            if s.end_s is not None:
+                self._emit(s)
         if final:
             env.finish()
 
@@ -168,17 +169,21 @@ class WBSPBook:
                 s.wait_s, end_s, s.batch, s.update - s.base_version, False, self.rounds.weight(s.update, s.batch), fetch_s, cut)
 
     def _emit(self, s: Step) -> None:
+        """Record the step if it has ended and its round has closed (once)."""
         if s.end_s is None or s.update < 0:
             return
-        self.env.close_row((s.worker, s.iteration))
-        self.env.record_row(self._row(s, s.end_s, s.cut))
+        env = self.env
+        if s.opened:
+            env.close_row((s.worker, s.iteration))
+        env.record_row(self._row(s, s.end_s, s.cut))
 
     def _end_step(self, s: Step) -> None:
         env = self.env
         s.end_s = env._now
         compute_s, fetch_s = s.compute_end_s - s.compute_start_s, s.compute_start_s - s.start_s
         self._observe_step(s.worker, fetch_s + compute_s + s.comm_s + s.wait_s)  # the step time alone: no object
-        self._emit(s)
+        if s.update >= 0:  # its round has closed
+            self._emit(s)
 
     def _step(self, w: int, it: int, start: float, compute_start: float, compute_end: float, batch: int,
               base_version: int, samples: Any) -> Step:

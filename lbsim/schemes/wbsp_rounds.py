@@ -44,7 +44,7 @@ class Rounds(Generic[S]):
     def close(self) -> tuple[int, int, list[S]]:
         """Close the open round: ``(update, samples, its steps)``; every worker is flagged to pull."""
         steps, self.open = self.open, []
-        samples = sum(self.batch_of(s) for s in steps)
+        samples = sum(map(self.batch_of, steps))
         update = len(self.samples_of)
         self.samples_of.append(samples)
         self.samples_applied += samples
