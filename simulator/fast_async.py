@@ -3,8 +3,10 @@
 Each worker is a plain generator run by :class:`lbsim.simulator.fast_loop.EventLoop`, with the
 server's queues in closed form (:class:`lbsim.simulator.fast_server.FastServer`): an iteration is
 four events — compute end, push arrival, apply end, pull arrival — where the event path has nine
-to eleven. Every time is computed by the event path's expressions, so the records are the event
-path's. The decisions are the gate's (:class:`lbsim.schemes.gate.Gate`: the scheme's ``on_push``
+to eleven. The push and pull of a worker alone on its node, the common case, are
+``FastServer.push`` / ``pull`` written out (they are a tenth of the run's work); the two agree
+(both are held to the event path's records by tests/test_fast_ps.py). Every time is computed by
+the event path's expressions, so the records are the event path's. The decisions are the gate's (:class:`lbsim.schemes.gate.Gate`: the scheme's ``on_push``
 / ``may_start``) and the scheme's ``batch``, asked at the same moments as the event path asks them.
 """
 
@@ -12,12 +14,13 @@ from __future__ import annotations
 
 from heapq import heappush
 
-from lbsim.metrics.run_end import cut_row, stop_reached
+from lbsim.metrics.run_end import cut_row
+from lbsim.network.parameter_server import link_s, tail_s
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
 from lbsim.simulator.compute import iteration_end_s
 from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fast_loop import STOP, EventLoop, Process, RunEnded
+from lbsim.simulator.fast_loop import EventLoop, Process, RunEnded, Stopped
 from lbsim.simulator.fast_server import FastServer
 
 _FLUSH_MASK = (1 << 16) - 1  # buffered rows move to the record logs every 65,536 updates
@@ -61,12 +64,17 @@ class FastAsync:
         env, loop, server = self.env, self.loop, self.server
         cont, spec, numerics = env.contention[w], env.workers[w], env.numerics
         run_end, progress = env.run_end, env._progress
-        fraction, update_target, sample_target = run_end.fraction, run_end.update_target, run_end.sample_target
+        fraction, (final_updates, final_samples) = run_end.fraction, run_end.thresholds()
         add_update, add_row, flush = self.update_rows.append, self.rows.append, self._flush
         gate_push, admit, batch_of = self.gate.push, self.gate.admit, self.scheme.batch
         push, pull, apply = server.push, server.pull, server.apply
-        fifo, times, slot, clock, parent_of = loop.fifo, loop.times, loop.slot, loop.clock, loop.parent_of
-        me_kept = 2 * w + 1  # a compute end's code (odd: its parent is an event of the loop's)
+        fifo, times, slot, parent_of = loop.fifo, loop.times, loop.slot, loop.parent_of
+        me, me_kept = 2 * w, 2 * w + 1  # event codes (odd: a compute end, whose parent is an event of the loop's)
+        timing, free, hold_end = loop.timing, loop.free, loop.hold_end
+        nic_in, nic_out, applier, apply_lane = server.nic_in, server.nic_out, server.applier, server.apply_lane
+        hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
+        grad, link, net = timing.gradient_bytes, timing.link_bytes_per_s[w], cont.network_factor
+        own_fixed, node_in = server.own_fixed[w], server.node_lane[w]
         pulled_version = 0
         read = numerics.weights() if numerics is not None else None
         it = 0
@@ -76,7 +84,7 @@ class FastAsync:
         start = compute_end = comm = 0.0
         pull_start = -1.0
         try:
-            now = yield  # primed; then sent the start time
+            now = yield 0.0  # primed; then sent the start time
             while True:
                 start = now
                 batch = batch_of(w)
@@ -84,7 +92,7 @@ class FastAsync:
                 compute_end = iteration_end_s(cont, spec, start, batch, it)
                 t = start + (compute_end - start)
                 if not fifo and times[0] > t:  # EventLoop.at, written out
-                    now = clock[0] = t
+                    now = t
                 else:
                     if t == now:
                         fifo.append(w)
@@ -94,10 +102,45 @@ class FastAsync:
                         slot[t] = me_kept
                         heappush(times, t)
                         parent_of[w] = now
-                    now = yield
-                now = yield from push(w, w, now)
+                    now = yield now
+                # push: FastServer.push, written out for a worker alone on its node (a shared node's NIC: the server's)
+                if node_in >= 0:
+                    now = yield from push(w, w, now)
+                else:
+                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    f = free[nic_in]
+                    granted = f if f > now else now
+                    released = free[nic_in] = granted + hold_s
+                    t = released + tail_s(now, own_s, released, latency_s)
+                    if t == released:
+                        now = yield from hold_end(w, released, granted, now)
+                    elif not fifo and times[0] > t:
+                        now = t
+                    else:
+                        if t in slot:
+                            loop.collide(t, released, me)
+                        else:
+                            slot[t] = me
+                            heappush(times, t)
+                            parent_of[w] = released
+                        now = yield now
                 comm = now - compute_end
-                now = yield from apply(w, now)
+                if apply_lane >= 0:
+                    now = yield from apply(w, now)
+                else:  # FastServer.apply, written out
+                    f = free[applier]
+                    granted = f if f > now else now
+                    t = free[applier] = granted + apply_s
+                    if not fifo and times[0] > t:
+                        now = t
+                    else:
+                        if t in slot:
+                            loop.collide(t, granted, me)
+                        else:
+                            slot[t] = me
+                            heappush(times, t)
+                            parent_of[w] = granted
+                        now = yield now
                 update = self.updates
                 staleness = update - pulled_version
                 add_update((update, now, batch, 1))
@@ -108,28 +151,48 @@ class FastAsync:
                     progress(fraction(made, applied, now))
                 if numerics is not None:
                     numerics.push(w, read, samples, now)  # type: ignore[arg-type]
-                released = gate_push(w, now)
-                if released:  # held workers the gate now admits, in the order held (zero-delay events)
-                    fifo.extend(released)
-                if stop_reached(made, applied, update_target, sample_target):  # the final update: no pull, cut here
+                admitted = gate_push(w, now)
+                if admitted:  # held workers the gate now admits, in the order held (zero-delay events)
+                    fifo.extend(admitted)
+                if made >= final_updates or applied >= final_samples:  # the final update (RunEnd.reached): no pull, cut here
                     is_open = False
                     compute_s = compute_end - start
-                    add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm - 0.0, now, batch,
+                    add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch,
                              staleness, False, 1.0, 0.0, True))
-                    yield STOP
+                    raise Stopped(now)
                 if not made & _FLUSH_MASK:
                     flush()
                 if not admit(w):
-                    now = yield  # held: a later push releases it
+                    now = yield now  # held: a later push releases it
                 pull_start = now
                 pulled_version = self.updates
                 if numerics is not None:
                     read = numerics.weights()
-                now = yield from pull(w, w, now)
+                # pull: FastServer.pull, written out likewise
+                if node_in >= 0:
+                    now = yield from pull(w, w, now)
+                else:
+                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    f = free[nic_out]
+                    granted = f if f > now else now
+                    released = free[nic_out] = granted + hold_s
+                    t = released + tail_s(now, own_s, released, latency_s)
+                    if t == released:
+                        now = yield from hold_end(w, released, granted, now)
+                    elif not fifo and times[0] > t:
+                        now = t
+                    else:
+                        if t in slot:
+                            loop.collide(t, released, me)
+                        else:
+                            slot[t] = me
+                            heappush(times, t)
+                            parent_of[w] = released
+                        now = yield now
                 comm += now - pull_start
                 is_open = False
                 compute_s = compute_end - start
-                add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm - 0.0, now, batch,
+                add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch,
                          staleness, False, 1.0, 0.0, False))
                 it += 1
         except RunEnded as end:

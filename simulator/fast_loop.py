@@ -40,8 +40,8 @@ none of them records, updates or asks the scheme anything, so the loop stops at 
 :class:`RunEnded` into every process, in order, for the rows the end cuts.
 
 A process is a generator: it schedules its own next event (:meth:`EventLoop.at`'s rules, written
-out where it waits, for speed) and yields (``None``); it is sent the time it resumes at; it yields
-:data:`STOP` when the final update was made.
+out where it waits, for speed) and yields the current time (its own: it may have run ahead); it is
+sent the time it resumes at; it raises :class:`Stopped` when the final update was made.
 """
 
 from __future__ import annotations
@@ -50,19 +50,25 @@ import math
 from collections import deque
 from collections.abc import Callable, Generator
 from heapq import heappop, heappush
+from operator import itemgetter
 from typing import Any
 
 from lbsim.network.parameter_server import ServerTiming
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.network import server_timing
 
-STOP = -2
-"""Yielded by a process: the run ends now (the final update was made)."""
-_BUDGET = -1  # the budget's event (odd: its parent is known, as a compute end's)
-_NOTHING = -4  # the sentinel: no event left
+_PARENT = itemgetter(0)  # an event's parent time in a list of (parent time, code)
 
-Process = Generator[Any, float, None]
+Process = Generator[float, float, None]
 """A process of the fast loop (see the module docstring)."""
+
+
+class Stopped(Exception):
+    """Raised by a process when the run ends (the final update was made), at ``time_s``."""
+
+    def __init__(self, time_s: float) -> None:
+        super().__init__(time_s)
+        self.time_s = time_s
 
 
 class Tie(Exception):
@@ -87,16 +93,18 @@ class EventLoop:
     """The timed events, the FIFO, the clock and the queues of one run (see the module docstring).
 
     Timed events: a heap of distinct times (``times``) and, for each, its event (``slot[t]``: the
-    event's code; several events at one instant, a list of ``(parent time, code)`` in the order
-    they were scheduled). Process ``p``'s event codes are ``2 p + 1`` for an event whose parent the
-    loop processed (a compute end) and ``2 p`` for the others; ``parent_of[p]`` is the parent time
-    of its pending event (a process has at most one). The FIFO holds process indices and lanes'
-    grant events (``~lane``). State a process uses directly, for speed:
+    event's code); several events at one instant are listed in ``crowd[t]`` as ``(parent time,
+    code)`` in the order they were scheduled. Process ``p``'s event codes are ``2 p + 1`` for an
+    event whose parent the loop processed (a compute end) and ``2 p`` for the others;
+    ``parent_of[p]`` is the parent time of its pending event (a process has at most one). The
+    time budget and the end of the events (the sentinel at ``inf``) are processes of the loop's
+    own, after the run's. The FIFO holds process indices and lanes' grant events (``~lane``).
+    State a process uses directly, for speed:
 
     * to schedule its next event at ``t`` (:meth:`at`): run ahead if ``not fifo and times[0] > t``
-      (then ``clock[0] = t``); else, for a zero delay of a compute end, ``fifo.append(p)``; else, if
-      ``t in slot``, :meth:`collide`, otherwise ``slot[t] = code``, ``heappush(times, t)`` and
-      ``parent_of[p] = parent time``;
+      (its clock moves to ``t``); else, for a zero delay of a compute end, ``fifo.append(p)``; else,
+      if ``t in slot``, :meth:`collide`, otherwise ``slot[t] = code``, ``heappush(times, t)`` and
+      ``parent_of[p] = parent time``, and yield the current time;
     * ``free[q]``: when closed-form queue ``q`` is next free;
     * a lane ``q``: :meth:`request` (``yield from``) and :meth:`release`.
     """
@@ -105,10 +113,11 @@ class EventLoop:
         self.env = env
         self.timing = server_timing(env, env.scenario.network)  # type: ignore[arg-type]
         self.fifo: deque[int] = deque()  # zero-delay events at the current time, in order
-        self.times: list[float] = [math.inf]  # the sentinel: no event left
-        self.slot: dict[float, Any] = {math.inf: _NOTHING}
-        self.parent_of = [0.0] * processes
-        self.clock = [0.0]  # the current time (a process that runs ahead moves it)
+        self.processes = processes
+        self.times: list[float] = [math.inf]  # the sentinel's: no event left
+        self.slot: dict[float, int] = {math.inf: 2 * (processes + 1) + 1}
+        self.crowd: dict[float, list[tuple[float, int]]] = {}
+        self.parent_of = [0.0] * (processes + 2)  # the run's processes, the budget, the sentinel
         self.free: list[float] = []  # closed-form queues: next free
         self.busy: list[bool] = []  # lanes
         self.waiting: list[deque[int]] = []
@@ -126,12 +135,12 @@ class EventLoop:
         return len(self.busy) - count
 
     # -- scheduling -----------------------------------------------------------------------------
-    def at(self, t: float, parent_s: float, code: int) -> bool:
-        """Schedule process ``code >> 1``'s next event at ``t``; True: run ahead (it is next anyway)."""
+    def at(self, t: float, parent_s: float, code: int, now: float) -> bool:
+        """Schedule process ``code >> 1``'s next event at ``t`` (the clock at ``now``); True: run ahead
+        (it is next anyway: the process goes on at ``t`` without yielding)."""
         if not self.fifo and self.times[0] > t:
-            self.clock[0] = t
             return True
-        if t == self.clock[0] and code & 1:
+        if t == now and code & 1:
             self.fifo.append(code >> 1)
         elif t in self.slot:
             self.collide(t, parent_s, code)
@@ -142,31 +151,28 @@ class EventLoop:
         return False
 
     def collide(self, t: float, parent_s: float, code: int) -> None:
-        """A second event at ``t``: the instant's events become a list, in the order scheduled."""
-        events = self.slot[t]
-        if events.__class__ is int:
-            events = [(self.parent_of[events >> 1] if events >= 0 else 0.0, events)]
-            self.slot[t] = events
+        """A second event at ``t``: the instant's events are listed in ``crowd[t]``, in the order scheduled."""
+        events = self.crowd.get(t)
+        if events is None:
+            first = self.slot[t]
+            events = self.crowd[t] = [(self.parent_of[first >> 1], first)]
         events.append((parent_s, code))
 
-    def hop(self, p: int, now: float) -> Generator[None, float, float]:
+    def hop(self, p: int, now: float) -> Generator[float, float, float]:
         """One zero-delay event of process ``p`` (SimPy's ``timeout(0)``); returns the time it resumes."""
         if self.fifo or self.times[0] <= now:
             self.fifo.append(p)
-            now = yield
+            now = yield now
         return now
 
-    def hold_end(self, p: int, released: float, granted: float, now: float) -> Generator[None, float, float]:
+    def hold_end(self, p: int, released: float, granted: float, now: float) -> Generator[float, float, float]:
         """A transfer with no tail: its hold ends at ``released`` (held since ``granted``), its
         arrival is one zero-delay event later (SimPy's ``timeout(0)`` made at the hold's end)."""
-        if not self.at(released, granted, 2 * p):
-            now = yield
-        else:
-            now = released
+        now = released if self.at(released, granted, 2 * p, now) else (yield now)
         return (yield from self.hop(p, now))
 
     # -- lanes (Lane's rules, its events as zero-delay events) ----------------------------------
-    def request(self, p: int, q: int, now: float) -> Generator[None, float, float]:
+    def request(self, p: int, q: int, now: float) -> Generator[float, float, float]:
         """Process ``p`` waits for lane ``q`` (:meth:`Lane.request`); returns the time it is granted."""
         busy, waiting = self.busy, self.waiting
         if busy[q] or waiting[q]:
@@ -175,7 +181,7 @@ class EventLoop:
             if not busy[q]:  # released, its grant event not processed yet: the head goes now
                 busy[q] = True
                 self.fifo.append(queue.popleft())
-            return (yield)
+            return (yield now)
         busy[q] = True  # free: granted, a zero-delay event (timeout(0))
         return (yield from self.hop(p, now))
 
@@ -187,66 +193,64 @@ class EventLoop:
 
     # -- the loop -------------------------------------------------------------------------------
     def run(self, processes: list[Process]) -> None:
-        """Run ``processes`` (started in order at 0, then the budget) until one yields STOP or the budget."""
+        """Run ``processes`` (started in order at 0, then the budget) until one stops the run or the budget does."""
         budget_s = self.env.run_end.budget_s
-        fifo, times, slot, clock, parent_of = self.fifo, self.times, self.slot, self.clock, self.parent_of
-        busy, waiting = self.busy, self.waiting
+        fifo, times, slot, crowd = self.fifo, self.times, self.slot, self.crowd
+        busy, waiting, parent_of = self.busy, self.waiting, self.parent_of
         popleft, slot_pop = fifo.popleft, slot.pop
-        sends: list[Callable[[Any], Any]] = [p.send for p in processes]
+        sends: list[Callable[[Any], Any]] = [p.send for p in processes] + [_budget().send, _nothing().send]
+        sends[-2](None)
+        sends[-1](None)
         heappush(times, -math.inf)  # while they start, none may run ahead
-        slot[-math.inf] = _NOTHING
-        for send in sends:  # their start events: each runs to its first wait
+        slot[-math.inf] = 0
+        for send in sends[:-2]:  # their start events: each runs to its first wait
             send(None)
             send(0.0)
         heappop(times)
         del slot[-math.inf]
-        if budget_s is not None:
-            t = 0.0 + budget_s
+        if budget_s is not None:  # scheduled after the processes' first events, with a parent at 0
+            t, budget = 0.0 + budget_s, 2 * len(processes) + 1
             if t in slot:
-                self.collide(t, 0.0, _BUDGET)
+                self.collide(t, 0.0, budget)
             else:
-                slot[t] = _BUDGET
+                slot[t] = budget
                 heappush(times, t)
         now = 0.0
-        while True:
-            if fifo and times[0] != now:
-                code = popleft()
-                if code < 0:  # a lane's release event: its head is granted if the lane is still free
-                    q = ~code
-                    if not busy[q] and waiting[q]:
-                        busy[q] = True
-                        fifo.append(waiting[q].popleft())
-                    continue
-            else:
-                now = clock[0] = heappop(times)
-                code = slot_pop(now)
-                if code.__class__ is not int:
-                    code = self._first(now, code)
-                elif fifo and code >= 0 and parent_of[code >> 1] == now:
-                    raise Tie(f"an event at {now!r} s among zero-delay ones")
-                if code < 0:
-                    if code == _BUDGET:  # it precedes every event due at its time but the first compute ends
-                        break
-                    raise RuntimeError('No scheduled events left but "until" event was not triggered')
-                code >>= 1
-            if sends[code](now) == STOP:
-                break
-            now = clock[0]  # moved if the process ran ahead
-        self.now = clock[0]
+        try:
+            while True:
+                if fifo and times[0] != now:
+                    code = popleft()
+                    if code < 0:  # a lane's release event: its head is granted if the lane is still free
+                        q = ~code
+                        if not busy[q] and waiting[q]:
+                            busy[q] = True
+                            fifo.append(waiting[q].popleft())
+                        continue
+                else:
+                    now = heappop(times)
+                    code = slot_pop(now) >> 1
+                    if crowd and now in crowd:
+                        code = self._first(now, crowd.pop(now)) >> 1
+                    elif fifo and parent_of[code] == now:
+                        raise Tie(f"an event at {now!r} s among zero-delay ones")
+                now = sends[code](now)  # the process's clock when it waits (it may have run ahead)
+        except Stopped as stop:
+            self.now = stop.time_s
 
     def _first(self, t: float, events: list[tuple[float, int]]) -> int:
         """The first of several events at ``t`` (SimPy's order), or :class:`Tie` if it cannot be told."""
-        if len(events) > 1:
-            events.sort(key=_parent)  # stable: the order scheduled among equal parents
-            (p0, c0), (p1, c1) = events[0], events[1]
-            if p0 == p1 and not c0 & c1 & 1:
-                raise Tie(f"two events at {t!r} s whose order the fast loop cannot tell")
-            self.slot[t] = events[1:]
-            heappush(self.times, t)
-        parent_s, code = events[0]
-        if self.fifo and code >= 0 and parent_s == t:
+        events.sort(key=_PARENT)  # stable: the order scheduled among equal parents
+        (p0, c0), (p1, c1) = events[0], events[1]
+        if p0 == p1 and not c0 & c1 & 1:
+            raise Tie(f"two events at {t!r} s whose order the fast loop cannot tell")
+        if self.fifo and p0 == t:
             raise Tie(f"an event at {t!r} s among zero-delay ones")
-        return code
+        rest = events[1:]
+        self.slot[t] = rest[0][1]
+        if len(rest) > 1:
+            self.crowd[t] = rest
+        heappush(self.times, t)
+        return c0
 
     def end(self, processes: list[Process]) -> None:
         """Tell every process, in order, that the run ended at :attr:`now` (:class:`RunEnded`)."""
@@ -257,5 +261,13 @@ class EventLoop:
                 pass
 
 
-def _parent(event: tuple[float, int]) -> float:
-    return event[0]
+def _budget() -> Generator[float, float, None]:
+    """The time budget's process: at its time, the run ends (before every later-scheduled event then)."""
+    now = yield 0.0
+    raise Stopped(now)
+
+
+def _nothing() -> Generator[float, float, None]:
+    """The sentinel's process, at ``inf``: no event left, the run never ended."""
+    yield 0.0
+    raise RuntimeError('No scheduled events left but "until" event was not triggered')

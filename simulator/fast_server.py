@@ -42,23 +42,24 @@ class FastServer:
         lane = {node: first + 2 * k for k, node in enumerate(nodes)}
         node_lane = [lane[node] if node >= 0 else -1 for node in timing.node_of]
         # each worker's own-link time when its network is never slowed (-1: ask its contention)
-        own_fixed = []
+        own_fixed = []  # (alone on its node: a shared node's slowdown is its workers' largest, asked each time)
         for w, c in enumerate(contention):
             constant = c.network_constant()
-            own_fixed.append(timing.own_s(w, constant) if constant is not None else -1.0)
+            own_fixed.append(timing.own_s(w, constant) if constant is not None and node_lane[w] < 0 else -1.0)
         grad, links, node_of = timing.gradient_bytes, timing.link_bytes_per_s, timing.node_of
         hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
-        free, fifo, times, slot, clock, parent_of = loop.free, loop.fifo, loop.times, loop.slot, loop.clock, loop.parent_of
+        free, fifo, times, slot, parent_of = loop.free, loop.fifo, loop.times, loop.slot, loop.parent_of
         collide, request, release, hop, hold_end = loop.collide, loop.request, loop.release, loop.hop, loop.hold_end
 
-        def transfer(p: int, w: int, nic: int, node: int, now: float) -> Generator[None, float, float]:
-            if node >= 0:  # a shared node: its NIC first, held to the arrival
+        def transfer(p: int, w: int, nic: int, node: int, now: float) -> Generator[float, float, float]:
+            own_s = own_fixed[w]
+            if own_s >= 0:
+                pass
+            elif node >= 0:  # a shared node: its NIC first, held to the arrival
                 now = yield from request(p, node, now)
                 own_s = link_s(grad, node_factor(timing, node_of[w], contention, now), links[w])
             else:
-                own_s = own_fixed[w]
-                if own_s < 0:
-                    own_s = link_s(grad, contention[w].network_factor(now), links[w])
+                own_s = link_s(grad, contention[w].network_factor(now), links[w])
             f = free[nic]
             granted = f if f > now else now
             released = free[nic] = granted + hold_s
@@ -66,7 +67,7 @@ class FastServer:
             if t == released:  # no tail: the arrival is a zero-delay event after the hold's end
                 now = yield from hold_end(p, released, granted, now)
             elif not fifo and times[0] > t:  # EventLoop.at, written out
-                now = clock[0] = t
+                now = t
             else:
                 if t in slot:
                     collide(t, released, 2 * p)
@@ -74,21 +75,21 @@ class FastServer:
                     slot[t] = 2 * p
                     heappush(times, t)
                     parent_of[p] = released
-                now = yield
+                now = yield now
             if node >= 0:
                 release(node)
             return now
 
-        def push(p: int, w: int, now: float) -> Generator[None, float, float]:
+        def push(p: int, w: int, now: float) -> Generator[float, float, float]:
             """Process ``p`` sends worker ``w``'s gradient; returns the time it has arrived."""
             return transfer(p, w, nic_in, node_lane[w], now)
 
-        def pull(p: int, w: int, now: float) -> Generator[None, float, float]:
+        def pull(p: int, w: int, now: float) -> Generator[float, float, float]:
             """Process ``p`` fetches worker ``w``'s weights; returns the time they have arrived."""
             node = node_lane[w]
             return transfer(p, w, nic_out, node + 1 if node >= 0 else -1, now)
 
-        def apply(p: int, now: float) -> Generator[None, float, float]:
+        def apply(p: int, now: float) -> Generator[float, float, float]:
             """Process ``p``'s gradient waits for the serial apply queue and is applied; returns the time."""
             if apply_lane >= 0:  # no hold time: SimPy's grant, zero-delay hold and release
                 now = yield from request(p, apply_lane, now)
@@ -99,7 +100,6 @@ class FastServer:
             granted = f if f > now else now
             t = free[applier] = granted + apply_s
             if not fifo and times[0] > t:  # EventLoop.at, written out
-                clock[0] = t
                 return t
             if t in slot:
                 collide(t, granted, 2 * p)
@@ -107,6 +107,8 @@ class FastServer:
                 slot[t] = 2 * p
                 heappush(times, t)
                 parent_of[p] = granted
-            return (yield)
+            return (yield now)
 
         self.push, self.pull, self.apply = push, pull, apply
+        self.nic_in, self.nic_out, self.applier, self.apply_lane = nic_in, nic_out, applier, apply_lane
+        self.own_fixed, self.node_lane = own_fixed, node_lane

@@ -16,7 +16,7 @@ from heapq import heappush
 
 from lbsim.simulator.compute import iteration_end_s
 from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fast_loop import STOP, EventLoop, Process, RunEnded
+from lbsim.simulator.fast_loop import EventLoop, Process, RunEnded, Stopped
 from lbsim.simulator.fast_server import FastServer
 from lbsim.simulator.wbsp import Step, WBSPBook
 
@@ -49,8 +49,9 @@ class FastWBSP(WBSPBook):
         self.loop.end(processes)
         env.finish()  # at the budget: the steps the end cuts (after the final update: nothing left)
 
-    def _compute(self, p: int, w: int, it: int, base_version: int, now: float) -> Generator[None, float, Step]:
-        """Process ``p`` computes worker ``w``'s local step ``it``; returns it (:meth:`WBSPDriver._compute`)."""
+    def _compute(self, p: int, w: int, it: int, base_version: int, now: float) -> Generator[float, float, tuple[Step, float]]:
+        """Process ``p`` computes worker ``w``'s local step ``it``; returns it and the time it ended
+        (:meth:`lbsim.simulator.wbsp.WBSPDriver._compute`)."""
         env, loop = self.env, self.loop
         start = now
         batch = self.scheme.batch(w)
@@ -59,7 +60,7 @@ class FastWBSP(WBSPBook):
         t = start + (compute_end - start)
         fifo, times, slot = loop.fifo, loop.times, loop.slot
         if not fifo and times[0] > t:  # EventLoop.at, written out (odd code: the parent is this event)
-            loop.clock[0] = t
+            now = t
         else:
             if t == now:
                 fifo.append(p)
@@ -69,8 +70,8 @@ class FastWBSP(WBSPBook):
                 slot[t] = 2 * p + 1
                 heappush(times, t)
                 loop.parent_of[p] = now
-            yield
-        return self._step(w, it, start, start, compute_end, batch, base_version, samples)
+            now = yield now
+        return self._step(w, it, start, start, compute_end, batch, base_version, samples), now
 
     # -- base variant ---------------------------------------------------------------------------
     def _worker(self, w: int) -> Process:
@@ -78,21 +79,20 @@ class FastWBSP(WBSPBook):
         env, compute, server = self.env, self._compute, self.server
         push, pull, apply = server.push, server.pull, server.apply
         applied, end_step, adopt, take_flag = self._applied, self._end_step, self._adopt, self.rounds.take_flag
-        clock = self.loop.clock
         base_version = 0
         it = 0
         try:
-            now = yield
+            now = yield 0.0  # primed; then sent the start time
             while True:
-                s = yield from compute(w, w, it, base_version, now)
-                now = yield from push(w, w, clock[0])
+                s, now = yield from compute(w, w, it, base_version, now)
+                now = yield from push(w, w, now)
                 pushed = now
                 now = yield from apply(w, now)
                 env._now = now
                 s.comm_s, s.wait_s = pushed - s.compute_end_s, now - pushed
                 applied(w, [s])
                 if env.stopped:
-                    yield STOP
+                    raise Stopped(now)
                 if take_flag(w):
                     version = env.version
                     s.busy_since = now
@@ -112,16 +112,15 @@ class FastWBSP(WBSPBook):
     def _compute_loop(self, w: int) -> Process:
         """Worker w's compute loop (:meth:`lbsim.simulator.wbsp.WBSPDriver._compute_loop`)."""
         env, loop, n, compute = self.env, self.loop, self.env.n, self._compute
-        end_step, adopt, fifo, clock = self._end_step, self._adopt, loop.fifo, loop.clock
+        end_step, adopt, fifo = self._end_step, self._adopt, loop.fifo
         unpushed, comm_idle, pulling, stalled, ready = self.unpushed, self.comm_idle, self.pulling, self.stalled, self.ready
         blocking = self.blocking
         base_version = 0
         it = 0
         try:
-            now = yield
+            now = yield 0.0  # primed; then sent the start time
             while True:
-                s = yield from compute(w, w, it, base_version, now)
-                now = clock[0]
+                s, now = yield from compute(w, w, it, base_version, now)
                 unpushed[w].append(s)
                 if comm_idle[w]:  # wake the idle communication loop (a zero-delay event)
                     comm_idle[w] = False
@@ -129,7 +128,7 @@ class FastWBSP(WBSPBook):
                 if blocking and pulling[w]:  # wait for the pulled model
                     s.busy_since = now
                     stalled[w] = True
-                    now = yield
+                    now = yield now
                     s.comm_s = now - s.busy_since
                     s.busy_since = None
                 version = ready[w]
@@ -150,18 +149,18 @@ class FastWBSP(WBSPBook):
         unpushed, comm_idle, pulling, stalled, ready = self.unpushed, self.comm_idle, self.pulling, self.stalled, self.ready
         p = env.n + w  # this process
         try:
-            now = yield
+            now = yield 0.0  # primed; then sent the start time
             while True:
                 if not unpushed[w]:
                     comm_idle[w] = True
-                    now = yield  # woken by the compute loop
+                    now = yield now  # woken by the compute loop
                 steps, unpushed[w] = unpushed[w], []
                 now = yield from push(p, w, now)
                 now = yield from apply(p, now)
                 env._now = now
                 applied(w, steps)
                 if env.stopped:
-                    yield STOP
+                    raise Stopped(now)
                 if take_flag(w):
                     pulling[w] = True
                     version = env.version

@@ -268,3 +268,28 @@ def test_random_scenarios_match_the_event_path(layout, scheme, network, contenti
     slow = simulate(sc, seen[False].append, fast=False)
     assert seen[True] == seen[False]
     assert_same(fast, slow)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 12), picks=st.lists(st.integers(0, 11), min_size=1, max_size=200))
+def test_clocks_keep_their_minimum_maximum_and_slowest(n, picks) -> None:
+    """Clocks.tick's bookkeeping (the gate asks it at every push) against min / max / argmin."""
+    from lbsim.schemes.base import Clocks, fastest_clock, slowest_clock, slowest_worker
+
+    clocks = Clocks(n)
+    for k, pick in enumerate(picks):
+        clocks.tick(pick % n if k % 3 else slowest_worker(clocks))
+        plain = list(clocks)
+        assert slowest_clock(clocks) == min(plain) and fastest_clock(clocks) == max(plain)
+        assert slowest_worker(clocks) == min(range(n), key=lambda i: (plain[i], i))
+
+
+@given(updates=st.integers(0, 50), samples=st.integers(0, 5000),
+       update_target=st.one_of(st.none(), st.integers(1, 40)), sample_target=st.one_of(st.none(), st.integers(1, 4000)))
+def test_run_end_thresholds_are_its_rule(updates, samples, update_target, sample_target) -> None:
+    """The fast path compares with RunEnd.thresholds; it must say what RunEnd.reached says."""
+    from lbsim.metrics.run_end import RunEnd
+
+    end = RunEnd(update_target, sample_target)
+    u, s = end.thresholds()
+    assert (updates >= u or samples >= s) == end.reached(updates, samples)

@@ -85,6 +85,10 @@ class WorkerContention:
     _nseg: tuple[float, float, float, int] = field(default=_NO_SEGMENT, init=False, repr=False, compare=False)
     _jitter: list[float] = field(default_factory=list, init=False, repr=False, compare=False)
     _jitter_pos: int = field(default=0, init=False, repr=False, compare=False)
+    _jittered: bool = field(default=False, init=False, repr=False, compare=False)  # jitter_cv > 0 with a stream
+
+    def __post_init__(self) -> None:
+        self._jittered = self.jitter_cv > 0 and self.rng is not None
 
     # ``combined_factor(sources, t)`` for the compute and network lists, remembering the answer while
     # ``t`` stays in its segment: for step sources (scheduled, Markov, simple traces) the answer
@@ -125,19 +129,21 @@ class WorkerContention:
         Call once per iteration, in order: the jitter draw advances this worker's own stream.
         """
         m = series_multiplier(self.iterations, iteration) if self.iterations else 1.0
-        if self.jitter_cv > 0 and self.rng is not None:
-            if self._jitter_pos == len(self._jitter):  # draws come in blocks: the same numbers, in order
-                self._jitter = jitter_block(self.rng, self.jitter_cv).tolist()
-                self._jitter_pos = 0
-            m *= self._jitter[self._jitter_pos]
-            self._jitter_pos += 1
+        if self._jittered:
+            pos, block = self._jitter_pos, self._jitter
+            if pos == len(block):  # draws come in blocks: the same numbers, in order
+                assert self.rng is not None  # _jittered: there is a stream
+                block = self._jitter = jitter_block(self.rng, self.jitter_cv).tolist()
+                pos = 0
+            m *= block[pos]
+            self._jitter_pos = pos + 1
         return m
 
     def compute_end(self, start_s: float, work_s: float) -> float:
         """When ``work_s`` nominal seconds of compute started at ``start_s`` finish."""
-        c = self._cseg  # the common case: the cached segment covers the start and the whole work
-        if c[0] <= start_s < c[1] and c[3] == len(self.compute) and work_s * c[2] <= c[1] - start_s:
-            return start_s + work_s * c[2]
+        since, until, f, sources = self._cseg  # the common case: the cached segment covers the start and the whole work
+        if since <= start_s < until and sources == len(self.compute) and work_s * f <= until - start_s:
+            return start_s + work_s * f
         t, left = start_s, work_s
         while True:
             f, nxt = self._compute_segment(t)

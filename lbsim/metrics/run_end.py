@@ -28,6 +28,7 @@ cut row's parts add up to its span like any other row::
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -64,6 +65,11 @@ class RunEnd:
     def reached(self, updates: int, samples: int) -> bool:
         """True once ``updates`` updates applying ``samples`` samples meet a target (no update follows)."""
         return stop_reached(updates, samples, self.update_target, self.sample_target)
+
+    def thresholds(self) -> tuple[float, float]:
+        """``(u, s)`` such that :meth:`reached` ⇔ ``updates >= u or samples >= s`` (``inf``: target not set)."""
+        return (math.inf if self.update_target is None else self.update_target,
+                math.inf if self.sample_target is None else self.sample_target)
 
     def update_made(self, t_s: float) -> bool:
         """Whether an update due at ``t_s`` is made: only strictly before the budget (the run ends at it)."""

@@ -348,18 +348,18 @@ class Clocks(list):  # type: ignore[type-arg]
 
     def tick(self, w: int) -> None:
         c = self[w]
-        self[w] = c + 1
+        c1 = self[w] = c + 1
         count = self._count
         count[c] -= 1
-        if c < self.high:
-            count[c + 1] += 1
+        if c1 < len(count):
+            count[c1] += 1
         else:  # the first worker at clock c + 1
             count.append(1)
-            self.high = c + 1
-        if c == self.low and not count[c]:
-            self.low = c + 1
+            self.high = c1
+        if not count[c] and c == self.low:
+            self.low = c1
         if self._heap is not None:
-            heapq.heappush(self._heap, (c + 1, w))
+            heapq.heappush(self._heap, (c1, w))
 
     def argmin(self) -> int:
         heap = self._heap
