@@ -70,7 +70,7 @@ def simulate(scenario: Scenario, progress: ProgressFn | None = None, *, fast: bo
     return RunResult(iterations, updates, summary, decisions, curve)
 
 
-def _environment(scenario: Scenario, run: Any, progress: Callable[[float], None] | None) -> SimEnv:
+def _environment(scenario: Scenario, run: Any, progress: ProgressFn | None) -> SimEnv:
     """A fresh environment for ``run``: its scheme, contention and (numerics on) trainer."""
     scheme = run.scheme()
     env = SimEnv(scenario, run.workers, run.contention(), scheme, progress, resolved=run)
