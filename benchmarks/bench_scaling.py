@@ -8,7 +8,8 @@ worker-iterations) of ``scenarios/bench/large.yaml`` scaled to that fleet
 
 * ``sync-fast-path``: bsp on the ring (the synchronous fast path), 100 / 1,000 / 10,000 updates.
   An update is one synchronous round, so a cell plans ``workers x updates`` worker-iterations.
-* ``async-events``: asp on the parameter server (SimPy events), 10,000 / 30,000 / 100,000 updates.
+* ``async-fast-path``: asp on the parameter server (the parameter-server fast path), 10,000 / 30,000 /
+  100,000 updates.
   For ASP an *update* is one push: every finished worker-iteration is applied on its own, so a
   cell plans ``updates`` worker-iterations whatever the fleet size (the recorded count is a little
   lower: the run ends with every other worker's iteration still in flight, unrecorded). Fewer than
@@ -41,9 +42,9 @@ from lbsim.simulator.run import simulate  # noqa: E402
 WORKERS = (16, 64, 256, 1024)
 GRIDS = {
     "sync-fast-path": ("bsp", (100, 1_000, 10_000)),
-    "async-events": ("asp", (10_000, 30_000, 100_000)),
+    "async-fast-path": ("asp", (10_000, 30_000, 100_000)),
 }
-MAX_WI = {"sync-fast-path": 11_000_000, "async-events": 1_000_000}
+MAX_WI = {"sync-fast-path": 11_000_000, "async-fast-path": 1_000_000}
 FIT_MIN_WORKER_ITERATIONS = 10_000  # planned worker-iterations of a cell that enters the slope fits
 
 
