@@ -2,12 +2,17 @@
 
 The event path (:mod:`lbsim.simulator.asynchronous`, :mod:`lbsim.simulator.wbsp`) runs each
 worker as a SimPy process; each push, apply and pull is a handful of SimPy events (a ``Timeout``
-object, callbacks, a generator resume through ``yield from``). The fast path enacts the same model
-on an event loop of its own (:mod:`lbsim.simulator.fast_loop`: a heap of ``(time, id, process)``
-tuples, a FIFO for zero-delay events, no event objects) and produces **exactly** the records,
-updates, scheme calls, numerics calls and progress readings of the event path: a test runs both
-on random scenarios and compares every field. :func:`lbsim.simulator.run.simulate` takes it
-when it applies; ``simulate(scenario, fast=False)`` forces the event path.
+object, callbacks, a generator resume through ``yield from``): nine to eleven per iteration. The
+fast path enacts the same model on an event loop of its own (:mod:`lbsim.simulator.fast_loop`:
+plain generators, a heap of distinct times, a FIFO for zero-delay events, no event objects) with
+the server's queues in closed form (:mod:`lbsim.simulator.fast_server`: four events per
+iteration), and produces **exactly** the records, updates, scheme calls, numerics calls and
+progress readings of the event path: a test runs both on random scenarios and compares every
+field. :func:`lbsim.simulator.run.simulate` takes it when it applies;
+``simulate(scenario, fast=False)`` forces the event path. Where SimPy's order of two events at one
+instant would turn on what the fast loop does not track (a :class:`~lbsim.simulator.fast_loop.Tie`),
+:func:`run_fast_ps` returns False and ``simulate`` redoes the run on the event path
+(:class:`Reported` passes on only the progress readings not yet given).
 
 Conditions (:func:`ineligible` says which one fails): the scheme's driver is ``async`` or
 ``wbsp`` (ASP, SSP, DSSP, ElasticBSP, WBSP with or without overlap), the network is a parameter

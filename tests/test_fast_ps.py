@@ -192,6 +192,18 @@ def test_identical_workers_tie_and_match(scheme, fast_runs) -> None:
     assert len(fast_runs) == 1
 
 
+@pytest.mark.parametrize(("scheme", "seed"), [("asp", 0), ("wbsp", 1)])
+def test_a_tie_mid_run_hands_the_run_to_the_event_path(scheme, seed, fast_runs) -> None:
+    """Round figures, two identical workers without jitter, no apply or latency time: two transfers
+    end at one instant with parents at one instant, after some updates. The fast path stops there
+    (Tie), the event path redoes the run, and the progress readings continue without a repeat."""
+    groups = [_group(2, 100.0, bw=2.0), _group(1, 100.0, t0=0.01, bw=5.0, jitter=0.05), _group(1, 100.0, t0=0.02, bw=8.0)]
+    sc = _scenario(groups, scheme=scheme, network=_ps(3, 1.0, 0.0, 0.0), seed=seed, gradient_bytes=2_000_000,
+                   updates=8 if scheme == "wbsp" else 60)
+    check(sc)
+    assert fast_runs == [False]
+
+
 def test_shipped_parameter_server_scenarios(fast_runs) -> None:
     for name in ("dssp_table1", "elastic_bsp", "wbsp_h2", "ec2_mixed", "staleness_proxy"):
         path = REPO / "scenarios" / f"{name}.yaml"
