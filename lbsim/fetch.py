@@ -68,7 +68,7 @@ class DataLayout:
     @property
     def storage_share(self) -> float:
         """Share of the dataset held only by the storage node."""
-        return max(0.0, 1.0 - sum(w.local_fraction for w in self.workers))
+        return max(0.0, 1.0 - math.fsum(w.local_fraction for w in self.workers))
 
     def local_s_per_sample(self, worker: int) -> float:
         return self.sample_bytes / bytes_per_s(self.workers[worker].local_gbps)
@@ -108,7 +108,7 @@ def largest_remainder(total: int, shares: list[float]) -> tuple[int, ...]:
 
     Shares are normalised by their sum; ties go to the larger share, then the lower index.
     """
-    s = sum(shares)
+    s = math.fsum(shares)
     if s <= 0:
         raise ValueError("shares must have a positive sum")
     real = [total * x / s for x in shares]

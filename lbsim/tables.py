@@ -59,7 +59,7 @@ def percent_shares(row: dict[str, Any], keys: Sequence[str] = SHARES) -> dict[st
         return out
     scaled = {k: 100.0 * v for k, v in known.items()}
     floors = {k: math.floor(v + 1e-9) for k, v in scaled.items()}
-    missing = round(sum(scaled.values())) - sum(floors.values())
+    missing = round(math.fsum(scaled.values())) - sum(floors.values())
     for k in sorted(scaled, key=lambda k: (-(scaled[k] - floors[k]), list(keys).index(k)))[:max(missing, 0)]:
         floors[k] += 1
     out.update(floors)

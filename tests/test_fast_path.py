@@ -279,13 +279,38 @@ def test_random_node_layouts_match_the_event_path(layout, algorithm, hide, seed)
 
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 1000, 70_000])
-def test_column_sum_is_the_builtin_sum_bit_for_bit(n: int) -> None:
-    """The summary's column totals are ``sum`` over the values in record order, exactly."""
-    from lbsim.metrics.summary import _builtin_sum
+def test_column_total_is_the_exact_sum_bit_for_bit(n: int) -> None:
+    """The summary's column totals are ``math.fsum`` of the values (zero as +0.0), block by block or not."""
+    import math
+
+    from lbsim.metrics.summary import _column_total, total
 
     rng = np.random.default_rng(n)
     values = rng.lognormal(0.0, 3.0, n) * rng.choice([1e-6, 1.0, 1e6], n)
     if n:
         values[0] = -0.0
-    got, want = _builtin_sum(values), sum(values.tolist())
-    assert got == want and type(got) is type(want) and str(got) == str(want)
+    want = math.fsum(values.tolist()) + 0.0
+    got = _column_total(values, block=7)
+    assert got == want == total(iter(values.tolist())) and type(got) is float and str(got) == str(want)
+    assert str(_column_total(np.array([-0.0, -0.0]))) == str(total([])) == "0.0"
+
+
+def test_totals_do_not_depend_on_the_python_versions_sum() -> None:
+    """One long iteration, then 30,000 very short ones: adding left to right (the builtin ``sum`` up
+    to Python 3.11) loses every short one, the exact sum (and 3.12's compensated ``sum``) keeps them;
+    the summary takes the exact sum whatever the Python version, on records and on columns alike."""
+    import functools
+    import math
+    import operator
+
+    from lbsim.metrics.summary import summarize
+
+    compute = [1.0] + [1e-16] * 30_000
+    left_to_right = functools.reduce(operator.add, compute, 0)
+    exact = math.fsum(compute)
+    assert left_to_right == 1.0 and exact == 1.000000000003
+    recs = [IterationRecord(0, i, i, 2.0 * i, c, 0.0, float(i == 0), 2.0 * i + 1.0, 8, 0) for i, c in enumerate(compute)]
+    kw = dict(scheme="bsp", seed=0, engine="simulator", workers=1, end_s=1e5)
+    for iterations in (recs, IterationTable.from_records(recs)):
+        shares = summarize(iterations, [], **kw)
+        assert (shares["compute_fraction"], shares["wait_fraction"]) == (0.500000000001, 0.499999999999)

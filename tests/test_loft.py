@@ -160,7 +160,7 @@ def test_records_keep_their_invariants_with_a_fetch_stage(sim, scheme: str) -> N
 
 # BSP on ec2_mixed.yaml, captured before the data section and the fetch stage existed.
 EC2_BSP_BEFORE = {
-    "comm_fraction": 0.111125945791, "compute_fraction": 0.30779427485, "dropped_iterations": 0,
+    "comm_fraction": 0.111125945791, "compute_fraction": 0.307794274851, "dropped_iterations": 0,
     "engine": "simulator", "mean_barrier_wait_s": 1.99165949052, "mean_iteration_s": 3.38822763054,
     "p50_iteration_s": 2.64264057971, "p99_iteration_s": 6.69506047346, "samples": 283200, "scheme": "bsp",
     "seed": 42, "sim_time_s": 600.0, "staleness_max": 0, "staleness_mean": 0.0, "throughput_samples_per_s": 472.0,

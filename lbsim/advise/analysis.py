@@ -105,20 +105,20 @@ class _Stats:
 
     def mean(self, values: Sequence[float], lower: float = 0.0, upper: float = math.inf) -> Estimate:
         if self.det:
-            return self._point(float(sum(values) / len(values)) if values else math.nan, len(values))
+            return self._point(math.fsum(values) / len(values) if values else math.nan, len(values))
         return bounded_mean(values, lower=lower, upper=upper, level=self.level)
 
     def ratio(self, ratios: Sequence[float]) -> Estimate:
         if self.det:
-            return self._point(math.exp(sum(math.log(r) for r in ratios) / len(ratios)) if ratios else math.nan, len(ratios))
+            return self._point(math.exp(math.fsum(math.log(r) for r in ratios) / len(ratios)) if ratios else math.nan, len(ratios))
         return ratio_mean(ratios, level=self.level)
 
     def strata(self, strata: Sequence[Sequence[float]], ratio: bool = False) -> Estimate:
         if self.det:
-            means = [sum(math.log(x) for x in s) / len(s) if ratio else sum(s) / len(s) for s in strata if s]
+            means = [math.fsum(math.log(x) for x in s) / len(s) if ratio else math.fsum(s) / len(s) for s in strata if s]
             if len(means) < len(strata) or not means:
                 return Estimate(math.nan, None, None, 0, "no values")
-            avg = sum(means) / len(means)
+            avg = math.fsum(means) / len(means)
             return self._point(math.exp(avg) if ratio else avg, sum(len(s) for s in strata))
         return strata_mean(strata, ratio=ratio, level=self.level)
 
@@ -185,7 +185,7 @@ def analyse(plan: Plan, records: Sequence[RunRecord], unknowns: Sequence[Unknown
         speed_all = st.strata(strata_ratios, ratio=True)
         thr_all = st.strata(strata_thr)
         overall[arm.key] = speed_all
-        usd_per_hour = sum(prices) / len(prices)
+        usd_per_hour = math.fsum(prices) / len(prices)
         hours = thr_all.map(lambda t: settings.samples / t / 3600.0 if t > 0 else math.inf)
         cost = hours.map(partial(_times, usd_per_hour))
         shares_all = {name: st.strata(strata_shares[k]) for k, name in SHARES}

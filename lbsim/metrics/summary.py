@@ -13,12 +13,16 @@ Definitions:
   (the update's last compute end − this worker's compute end; compute ends after the fetch
   stage): the gradient-production imbalance a barrier costs, which batch sizing tries to
   remove (communication queueing excluded).
+
+Totals over worker-iterations are exact sums (``math.fsum``, rounded once), so a summary does not
+depend on the order of the records nor on the Python version's ``sum``.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -49,10 +53,10 @@ def summarize(
     done = [r for r in iterations if not r.dropped]
     applied = [r for r in done if r.update >= 0]
     it_s = np.array([r.iteration_s for r in done]) if done else np.zeros(1)
-    compute = sum(r.compute_s for r in iterations)
-    comm = sum(r.comm_s for r in iterations)
-    wait = sum(r.wait_s for r in iterations)
-    fetch = sum(r.fetch_s for r in iterations)
+    compute = total(r.compute_s for r in iterations)
+    comm = total(r.comm_s for r in iterations)
+    wait = total(r.wait_s for r in iterations)
+    fetch = total(r.fetch_s for r in iterations)
     stale = np.array([r.staleness for r in applied]) if applied else np.zeros(1, dtype=int)
     barrier = barrier_wait(applied) if synchronous else 0.0
     return _assemble(updates, len(iterations), len(done), it_s, (compute, comm, wait, fetch), stale, barrier,
@@ -72,12 +76,12 @@ def _summarize_table(
     synchronous: bool,
     extra: dict[str, Any] | None,
 ) -> dict[str, Any]:
-    """:func:`summarize` on columns: the same figures, bit for bit (sums in record order, as ``sum``)."""
+    """:func:`summarize` on columns: the same figures, bit for bit (totals are exact sums, :func:`total`)."""
     col = table.columns
     done = ~col["dropped"]
     n_done = int(np.count_nonzero(done))
     it_s = (col["end_s"] - col["start_s"])[done] if n_done else np.zeros(1)
-    compute, comm, wait, fetch = (_builtin_sum(col[c]) for c in ("compute_s", "comm_s", "wait_s", "fetch_s"))
+    compute, comm, wait, fetch = (_column_total(col[c]) for c in ("compute_s", "comm_s", "wait_s", "fetch_s"))
     totals = (compute, comm, wait, fetch)
     applied = done & (col["update"] >= 0)
     stale = col["staleness"][applied] if applied.any() else np.zeros(1, dtype=int)
@@ -90,25 +94,21 @@ def _summarize_table(
                      engine=engine, workers=workers, end_s=end_s, synchronous=synchronous, extra=extra)
 
 
-def _builtin_sum(column: np.ndarray) -> float:
-    """``sum(column.tolist())`` bit for bit: the same additions in the same order as summing record by record.
+def total(values: Iterable[float]) -> float:
+    """The exact sum of ``values``, rounded once (``math.fsum``), as ``+0.0`` when it is zero.
 
-    Before Python 3.12 the builtin ``sum`` of floats adds left to right from the int 0, which is
-    what ``np.add.accumulate`` does after a leading 0.0 (0.0 + -0.0 = 0.0, as 0 + -0.0): ~100x
-    faster on a million values. From 3.12 ``sum`` compensates its rounding (Neumaier), so the
-    values are fed to it (in blocks: bounded memory).
+    Exact, so independent of the order of the additions and of the Python version: the builtin
+    ``sum`` of floats adds left to right up to Python 3.11 and compensates its rounding (Neumaier)
+    from 3.12, which moves totals in their last digits. A sum over records and the same sum over a
+    column are therefore equal bit for bit.
     """
-    if len(column) == 0:
-        return 0
-    if sys.version_info < (3, 12):
-        return float(np.add.accumulate(np.concatenate(([0.0], column)))[-1])
-    return sum(_floats(column))  # type: ignore[no-any-return]
+    return math.fsum(values) + 0.0
 
 
-def _floats(column: np.ndarray, block: int = 65_536):  # type: ignore[no-untyped-def]
-    """The column's values as Python floats, one block at a time."""
-    for start in range(0, len(column), block):
-        yield from column[start : start + block].tolist()
+def _column_total(column: np.ndarray, block: int = 65_536) -> float:
+    """:func:`total` of a float column, fed to ``fsum`` one block of Python floats at a time (bounded memory)."""
+    return total(chain.from_iterable(column[start : start + block].tolist()
+                                     for start in range(0, len(column), block)))
 
 
 def _assemble(

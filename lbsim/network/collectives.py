@@ -190,7 +190,7 @@ def tree_allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Se
     d = tree_depth(nodes)
     path = tree_path(node_sizes)
     hops = sum(node_sizes[k] - 1 for k in path)
-    latency = sum((node_sizes[k] - 1) * intra[k].latency_s for k in path) + d * max(h.latency_s for h in inter)
+    latency = math.fsum((node_sizes[k] - 1) * intra[k].latency_s for k in path) + d * max(h.latency_s for h in inter)
     bott = min(h.bandwidth_bytes_per_s for h in inter)
     for g, link in zip(node_sizes, intra, strict=True):
         if g >= 2:

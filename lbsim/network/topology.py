@@ -18,6 +18,7 @@ against the :class:`Link`-based functions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -118,7 +119,7 @@ class AllReducePlan:
         self.depth = tree_depth(self.nodes)
         path = tree_path(topology.node_sizes)
         self.path_hops = sum(topology.node_sizes[k] - 1 for k in path)
-        self.path_latency = (sum((topology.node_sizes[k] - 1) * topology.intra[k].latency_s for k in path)
+        self.path_latency = (math.fsum((topology.node_sizes[k] - 1) * topology.intra[k].latency_s for k in path)
                              + self.depth * self.nic_lat)
         self.max_size = int(sizes.max())
 

@@ -24,6 +24,7 @@ delta) by a corrupted one. Evaluation every ``eval_every`` updates on the held-o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,7 +64,7 @@ class Trainer:
         self.shared = SharedStream(self.data.n_train, stream(seed, "numerics", "shared"))
         self.shards: list[ShardStream] | None = None
         if local_fractions is not None and any(f > 0 for f in local_fractions):
-            rest = max(0.0, 1.0 - sum(local_fractions))
+            rest = max(0.0, 1.0 - math.fsum(local_fractions))
             parts = shard_indices(self.data.n_train, [*local_fractions, rest], stream(seed, "numerics", "shards"))
             self.shards = [ShardStream(p, stream(seed, "numerics", "shard", i)) if len(p) else None  # type: ignore[misc]
                            for i, p in enumerate(parts[:workers])]

@@ -16,6 +16,7 @@ are local and free: no fetch stage at all. The cost model is in :mod:`lbsim.fetc
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -71,7 +72,7 @@ def resolve_data(data: DataConfig | None, workers: tuple[WorkerSpec, ...]) -> Da
     if missing:
         raise InputError("data.placement", f"worker(s) {', '.join(map(str, missing))} are in no entry; every worker needs exactly one (workers: all covers all)")
     placed = tuple(data.placement[owner[w]] for w in range(len(workers)))
-    total = sum(p.local_fraction for p in placed)
+    total = math.fsum(p.local_fraction for p in placed)
     if total > 1 + 1e-9:
         raise InputError(
             "data.placement",

@@ -18,6 +18,7 @@ sources with their random streams, the scheme) are made fresh from it per run
 
 from __future__ import annotations
 
+import math
 import weakref
 from dataclasses import dataclass
 from typing import Any
@@ -159,7 +160,7 @@ def _check_open_ended(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> No
     share = max(w.global_batch / len(workers), 1.0)
     estimates: list[tuple[float, str, float]] = []  # (worker-iterations planned, key, its value)
     if w.time_budget_s is not None:
-        rate_per_s = sum(1.0 / max(worker.compute_s(round(share)), 1e-12) for worker in workers)
+        rate_per_s = math.fsum(1.0 / max(worker.compute_s(round(share)), 1e-12) for worker in workers)
         estimates.append((w.time_budget_s * rate_per_s, "workload.time_budget_s", w.time_budget_s))
     if w.samples is not None:
         estimates.append((w.samples / share, "workload.samples", w.samples))
