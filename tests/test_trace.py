@@ -9,6 +9,8 @@ from contextlib import redirect_stdout
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lbsim.metrics.records import IterationRecord, UpdateRecord
 from lbsim.metrics.trace import PHASES, chrome_trace, trace_text, worker_phase_totals
@@ -180,3 +182,51 @@ def test_write_trace_is_atomic_and_gzip_reproducible(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         write_trace(tmp_path / "c.json.gz", recs, ups, gz=True, chunk_rows=16, on_progress=boom)
     assert seen and sorted(p.name for p in tmp_path.iterdir()) == ["a.json.gz", "b.json.gz"]
+
+
+def test_gzip_blocks_form_one_member_whatever_the_pieces() -> None:
+    """Text cut into deflate blocks compressed apart is one gzip member of the whole text; the bytes
+    depend on the text and the block size only, not on how the text arrived."""
+    import gzip
+    import zlib
+
+    from lbsim.metrics.trace import _Sink
+
+    text = b"".join(b'{"name":"compute","ph":"X","pid":1,"tid":%d,"ts":%d.5,"dur":%d},\n' % (i % 7, i * 997, i % 13)
+                    for i in range(4000))
+
+    def gz(cuts: list[int], block: int) -> bytes:
+        out = io.BytesIO()
+        sink = _Sink(out, True, block_bytes=block)
+        for lo, hi in zip([0, *cuts], [*cuts, len(text)]):
+            sink.write(text[lo:hi])
+        sink.close()
+        return out.getvalue()
+
+    one = gz([], 10_000)
+    assert gz([1, 9_999, 10_000, 10_001, 77_777], 10_000) == one and gz([5_000], 10_000) == one
+    d = zlib.decompressobj(31)
+    assert d.decompress(one) == text and d.eof and d.unused_data == b""
+    assert gzip.decompress(gz([3], 1 << 20)) == text and gz([], 1 << 20) != one
+
+
+@given(st.lists(st.tuples(st.integers(0, 40), st.floats(0.5, 2.0) | st.just(float("nan"))), max_size=120),
+       st.dictionaries(st.integers(0, 40), st.floats(0.5, 2.0), max_size=5))
+@settings(max_examples=60, deadline=None)
+def test_slowdown_counters_lockstep_equal_row_by_row(rows: list[tuple[int, float]], last: dict[int, float]) -> None:
+    """The slowdown rule run for many workers side by side shows exactly the rows shown worker by worker."""
+    import numpy as np
+
+    from lbsim.metrics import trace
+
+    rows.sort(key=lambda r: r[0])
+    workers = np.array([w for w, _ in rows], dtype=np.int64)
+    values = np.round(np.array([v for _, v in rows], dtype=float), 2)
+    starts = np.flatnonzero(np.r_[True, np.diff(workers) != 0]) if len(rows) else np.zeros(0, dtype=np.int64)
+    lengths = np.diff(np.append(starts, len(rows)))
+    by_rows, side = dict(last), dict(last)
+    want = np.zeros(len(rows), dtype=bool)
+    for lo, n in zip(starts.tolist(), lengths.tolist()):  # one worker at a time: row by row
+        want[lo:lo + n] = trace._slowdown_emits(workers[lo:lo + n], values[lo:lo + n], by_rows)
+    got = trace._slowdown_lockstep(workers, values, side, starts, lengths) if len(rows) else want
+    assert np.array_equal(got, want) and side == by_rows

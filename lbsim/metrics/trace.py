@@ -22,22 +22,24 @@ previous one ends).
 worker-iterations at a time (sorted by worker, then iteration), formatting each piece's events
 column-wise with polars, so memory is bounded by one chunk's text (tens of MB), not by the
 run's millions of events; :func:`write_trace` writes the pieces to a file, gzipped for
-``trace.json.gz`` (which Perfetto opens as is) in a second thread (zlib releases the GIL), with
-a fixed header (no name, no timestamp: reproducible bytes) and, when it takes a while, a progress
-bar. A million worker-iterations make ~3 M events, ~0.5 GB of JSON, ~60 MB gzipped
-(docs/performance.md has the measured cost). :func:`chrome_trace` parses the same text back into
-a dict, for checks and small runs; :func:`trace_text` prints such a dict in the same layout.
+``trace.json.gz`` (which Perfetto opens as is) on two threads (zlib releases the GIL; fixed blocks
+deflated apart and joined into one gzip member, as pigz does, with a fixed header: no name, no
+timestamp, reproducible bytes) and, when it takes a while, a progress bar. A million
+worker-iterations make ~3 M events, ~0.35 GB of JSON, ~60 MB gzipped (docs/performance.md has the
+measured cost). :func:`chrome_trace` parses the same text back into a dict, for checks and small
+runs; :func:`trace_text` prints such a dict in the same layout.
 """
 
 from __future__ import annotations
 
-import gzip
 import io
 import itertools
 import json
-import queue
-import threading
+import struct
+import zlib
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
@@ -52,6 +54,8 @@ _SERVER_PID = 2
 CHUNK_ROWS = 65_536  # worker-iterations formatted at a time (bounds memory to one chunk's text)
 GZIP_LEVEL = 1  # zlib's fastest level: ~3x faster than 6 on this text for a file ~1.4x larger
 _SLOWDOWN_REL = 0.05
+_TRACED = ("worker", "iteration", "update", "staleness", "batch", "dropped", "start_s",
+           *(f"{phase}_s" for phase in PHASES))  # the iteration columns a trace shows
 
 
 def _dumps(event: dict[str, Any]) -> str:
@@ -70,13 +74,20 @@ def _us(seconds: np.ndarray) -> np.ndarray:
 def _slowdown_emits(workers: np.ndarray, values: np.ndarray, last: dict[int, float]) -> np.ndarray:
     """Rows whose slowdown moved more than 5 % from the worker's last shown value (``last`` is updated).
 
-    Sequential by nature (each decision depends on the last value shown), so it runs as
-    ``itertools.accumulate`` over each worker's rows: the running "last shown" value is replaced
-    by a row's value exactly when that row is shown. NaN rows (no nominal time) are never shown.
+    Rows come sorted by worker, then iteration. Row ``v`` is shown when it is not NaN (NaN: no
+    nominal time) and the worker has shown nothing yet or ``|v - shown| > 0.05 |shown|``; ``shown``
+    then becomes ``v``. Sequential within a worker (each decision depends on the last value shown),
+    independent across workers: many workers step in lockstep, one array operation per iteration
+    for all of them (:func:`_slowdown_lockstep`); a few long ones go row by row.
     """
     keep = np.zeros(len(values), dtype=bool)
     if not len(values):
         return keep
+    starts = np.flatnonzero(np.diff(workers)) + 1
+    starts = np.concatenate(([0], starts))
+    lengths = np.diff(np.append(starts, len(values)))
+    if 16 * int(lengths.max()) <= len(values):
+        return _slowdown_lockstep(workers, values, last, starts, lengths)
     nan = float("nan")
 
     def step(shown: float, v: float) -> float:
@@ -85,17 +96,35 @@ def _slowdown_emits(workers: np.ndarray, values: np.ndarray, last: dict[int, flo
         return v if shown != shown or abs(v - shown) > _SLOWDOWN_REL * abs(shown) else shown
 
     vals = values.tolist()
-    bounds = [*np.flatnonzero(np.diff(workers)).tolist(), len(vals) - 1]
-    lo = 0
-    for hi in bounds:
+    for lo, n in zip(starts.tolist(), lengths.tolist(), strict=True):
         w = int(workers[lo])
-        seq = vals[lo:hi + 1]
+        seq = vals[lo:lo + n]
         shown = list(itertools.accumulate(seq, step, initial=last.get(w, nan)))
-        keep[lo:hi + 1] = [a is b for a, b in zip(shown[1:], seq, strict=True)]
+        keep[lo:lo + n] = [a is b for a, b in zip(shown[1:], seq, strict=True)]
         if shown[-1] == shown[-1]:
             last[w] = shown[-1]
-        lo = hi + 1
     return keep
+
+
+def _slowdown_lockstep(workers: np.ndarray, values: np.ndarray, last: dict[int, float], starts: np.ndarray,
+                       lengths: np.ndarray) -> np.ndarray:
+    """:func:`_slowdown_emits` with the workers side by side: a (workers x iterations) grid, NaN-padded."""
+    rows = np.repeat(np.arange(len(starts)), lengths)
+    cols = np.arange(len(values)) - np.repeat(starts, lengths)
+    grid = np.full((len(starts), int(lengths.max())), np.nan)
+    grid[rows, cols] = values
+    present = ~np.isnan(grid)
+    shown = np.array([last.get(w, np.nan) for w in workers[starts].tolist()])
+    taken = np.zeros(grid.shape, dtype=bool)
+    for j in range(grid.shape[1]):
+        v = grid[:, j]
+        take = present[:, j] & (np.isnan(shown) | (np.abs(v - shown) > _SLOWDOWN_REL * np.abs(shown)))
+        shown = np.where(take, v, shown)
+        taken[:, j] = take
+    for w, value in zip(workers[starts].tolist(), shown.tolist(), strict=True):
+        if value == value:
+            last[w] = value
+    return taken[rows, cols]
 
 
 def _batch_emits(workers: np.ndarray, batches: np.ndarray, last: dict[int, int]) -> np.ndarray:
@@ -130,16 +159,15 @@ def _nominal(workers: np.ndarray, batches: np.ndarray, fns: Sequence[Callable[[i
 
 
 def _event_lines(chunk: dict[str, np.ndarray], slow: np.ndarray | None, slow_keep: np.ndarray | None,
-                 batch_keep: np.ndarray) -> bytes:
+                 batch_keep: np.ndarray) -> memoryview:
     """The chunk's events as JSON, each followed by ",\n", row by row: counters, then the phases in order.
 
-    Column-wise with polars (its string building and CSV writer run outside the GIL): one string
-    per row, its events joined, written out as the lines of a headerless, unquoted CSV.
+    Column-wise with polars (its string building runs outside the GIL): each number is turned into
+    text once, each row's events are joined into one string ending in ",\n", and the rows' strings,
+    which Arrow keeps back to back in one buffer, are that buffer (no copy).
     """
     import polars as pl
 
-    if not len(chunk["worker"]):
-        return b""
     cols: dict[str, Any] = {"w": chunk["worker"], "tid": chunk["worker"] + 1, "batch": chunk["batch"],
                             "it": chunk["iteration"], "upd": chunk["update"], "stal": chunk["staleness"],
                             "dropped": chunk["dropped"], "bk": batch_keep, "ts0": _us(chunk["start_s"])}
@@ -151,33 +179,49 @@ def _event_lines(chunk: dict[str, np.ndarray], slow: np.ndarray | None, slow_kee
         cols[f"{phase}_dur"] = np.round(_us(t + dur) - ts, 3)  # from rounded boundaries: a track's events abut
         cols[f"{phase}_on"] = dur > 0
         t = t + dur
+    shown = batch_keep | np.logical_or.reduce([cols[f"{phase}_on"] for phase in PHASES])
     if slow is not None and slow_keep is not None:
         cols["slow"], cols["sk"] = slow, slow_keep
+        shown |= slow_keep
+    if not shown.any():
+        return memoryview(b"")
+    if not shown.all():  # a row without events would leave an empty line
+        cols = {k: v[shown] for k, v in cols.items()}
+    texts = [k for k, v in cols.items() if v.dtype != bool]
     c, lit = pl.col, pl.lit
 
-    def s(name: str) -> pl.Expr:
-        return pl.col(name).cast(pl.Utf8)
-
     parts = [pl.when(c("bk")).then(pl.concat_str([
-        lit('{"name":"batch w'), s("w"), lit('","ph":"C","pid":1,"tid":'), s("tid"), lit(',"ts":'), s("ts0"),
-        lit(',"args":{"batch":'), s("batch"), lit("}}")]))]
+        lit('{"name":"batch w'), c("w"), lit('","ph":"C","pid":1,"tid":'), c("tid"), lit(',"ts":'), c("ts0"),
+        lit(',"args":{"batch":'), c("batch"), lit("}}")]))]
     if "slow" in cols:
         parts.append(pl.when(c("sk")).then(pl.concat_str([
-            lit('{"name":"slowdown w'), s("w"), lit('","ph":"C","pid":1,"tid":'), s("tid"), lit(',"ts":'), s("ts0"),
-            lit(',"args":{"slowdown":'), s("slow"), lit("}}")])))
+            lit('{"name":"slowdown w'), c("w"), lit('","ph":"C","pid":1,"tid":'), c("tid"), lit(',"ts":'), c("ts0"),
+            lit(',"args":{"slowdown":'), c("slow"), lit("}}")])))
     for phase in PHASES:
-        pieces = [lit(f'{{"name":"{phase}","ph":"X","pid":1,"tid":'), s("tid"), lit(',"ts":'), s(f"{phase}_ts"),
-                  lit(',"dur":'), s(f"{phase}_dur")]
+        pieces = [lit(f'{{"name":"{phase}","ph":"X","pid":1,"tid":'), c("tid"), lit(',"ts":'), c(f"{phase}_ts"),
+                  lit(',"dur":'), c(f"{phase}_dur")]
         if phase == "compute":  # the iteration's slice carries its identity; its other phases sit beside it
-            pieces += [lit(',"args":{"iteration":'), s("it"), lit(',"batch":'), s("batch"), lit(',"update":'),
-                       s("upd"), lit(',"staleness":'), s("stal"),
+            pieces += [lit(',"args":{"iteration":'), c("it"), lit(',"batch":'), c("batch"), lit(',"update":'),
+                       c("upd"), lit(',"staleness":'), c("stal"),
                        pl.when(c("dropped")).then(lit(',"dropped":true}')).otherwise(lit("}"))]
         parts.append(pl.when(c(f"{phase}_on")).then(pl.concat_str([*pieces, lit("}")])))
-    rows = pl.DataFrame(cols).select(pl.concat_str(parts, separator=",\n", ignore_nulls=True).alias("row"))
-    rows = rows.filter(pl.col("row") != "")
-    buf = io.BytesIO()
-    rows.write_csv(buf, include_header=False, quote_style="never", line_terminator=",\n")
-    return buf.getvalue()
+    # the trailing "" gives every row a final separator; a row's absent events are nulls, skipped
+    rows = (pl.DataFrame(cols).with_columns(c(k).cast(pl.Utf8) for k in texts)
+            .select(pl.concat_str([*parts, lit("")], separator=",\n", ignore_nulls=True)).to_series().to_arrow())
+    return _string_data(rows)
+
+
+def _string_data(array: Any) -> memoryview:
+    """The characters of an Arrow string array, all its values back to back, as a view of its data buffer."""
+    import pyarrow as pa
+
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    if array.type != pa.large_string():
+        array = array.cast(pa.large_string())
+    _validity, offsets, data = array.buffers()
+    bounds = np.frombuffer(offsets, dtype=np.int64)
+    return memoryview(data)[int(bounds[array.offset]) : int(bounds[array.offset + len(array)])]
 
 
 def trace_chunks(
@@ -190,7 +234,7 @@ def trace_chunks(
     apply_each_s: float | None = None,
     chunk_rows: int = CHUNK_ROWS,
     on_progress: Callable[[float], None] | None = None,
-) -> Iterator[bytes]:
+) -> Iterator[bytes | memoryview]:
     """The trace's JSON (UTF-8) in pieces: concatenated, one JSON document with an event per line.
 
     ``nominal_compute_s[w](batch)``: worker w's uncontended compute time (adds the slowdown
@@ -215,7 +259,7 @@ def trace_chunks(
     last_batch: dict[int, int] = {}
     for lo in range(0, n_rows, chunk_rows):
         idx = order[lo:lo + chunk_rows]
-        chunk = {k: v[idx] for k, v in it.items()}
+        chunk = {k: it[k][idx] for k in _TRACED}
         w, b = chunk["worker"], chunk["batch"]
         batch_keep = _batch_emits(w, b, last_batch)
         slow = slow_keep = None
@@ -291,49 +335,101 @@ def trace_text(trace: dict[str, Any]) -> str:
 
 
 def trace_bytes(trace: dict[str, Any], *, gz: bool = False) -> bytes:
-    """The trace's bytes: :func:`trace_text` as UTF-8, or gzipped with a fixed header (reproducible)."""
+    """The trace's bytes: :func:`trace_text` as UTF-8, or gzipped as :func:`write_trace` writes them (reproducible)."""
     data = trace_text(trace).encode("utf-8")
-    return gzip.compress(data, compresslevel=GZIP_LEVEL, mtime=0) if gz else data
+    if not gz:
+        return data
+    out = io.BytesIO()
+    sink = _Sink(out, True)
+    sink.write(data)
+    sink.close()
+    return out.getvalue()
+
+
+GZIP_BLOCK_BYTES = 4 << 20
+"""Bytes of trace text deflated as one block by :class:`_Sink` (a fixed cut of the text, so the
+``.gz`` bytes do not depend on how the text arrived in pieces)."""
+_WINDOW_BYTES = 32 << 10  # deflate's window: each block is primed with the previous block's last 32 KiB
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x04\xff"  # deflate, no name, mtime 0, fastest, unknown OS
+
+
+def _deflate_block(block: bytes | memoryview, primer: bytes) -> bytes:
+    """``block`` as raw deflate data ending on a byte boundary (a sync flush), so that blocks deflated
+    apart and put one after another form one deflate stream; ``primer`` is the text just before it."""
+    kw = {"zdict": primer} if primer else {}
+    c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY, **kw)
+    return c.compress(block) + c.flush(zlib.Z_SYNC_FLUSH)
 
 
 class _Sink:
-    """Writes byte pieces to ``fh`` (gzipped if asked) in a second thread, so compressing overlaps formatting."""
+    """Writes byte pieces to ``fh``, gzipped if asked, compressing on two threads (zlib releases the GIL).
 
-    def __init__(self, fh: IO[bytes], gz: bool) -> None:
-        self._out: Any = gzip.GzipFile(filename="", mode="wb", fileobj=fh, compresslevel=GZIP_LEVEL, mtime=0) \
-            if gz else fh
-        self._gz = gz
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=2)  # at most two pieces wait: bounded memory
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="lbsim-trace-writer", daemon=True)
-        self._thread.start()
+    Gzip as pigz writes it: the text is cut into blocks of ``block_bytes``, each deflated on its own
+    (primed with the previous block's last 32 KiB, so matches reach back as in one stream) and ended
+    with a sync flush; one after another, then a final empty block, they are one deflate stream in
+    one gzip member (RFC 1951/1952) with the CRC-32 and length of the whole text. The bytes depend
+    only on the text and the block size, not on how the text arrived in pieces or on the threads'
+    timing. At most ``2 x threads`` blocks are in flight (bounded memory).
+    """
 
-    def _run(self) -> None:
-        while (piece := self._queue.get()) is not None:
-            if self._error is None:
-                try:
-                    self._out.write(piece)
-                except BaseException as err:  # noqa: BLE001 — re-raised in the caller's thread
-                    self._error = err
+    def __init__(self, fh: IO[bytes], gz: bool, *, block_bytes: int = GZIP_BLOCK_BYTES, threads: int = 2) -> None:
+        self._fh, self._gz, self._block = fh, gz, block_bytes
+        self._buf = bytearray()
+        self._primer = b""
+        self._crc = 0
+        self._size = 0
+        self._pending: deque[Future[bytes]] = deque()
+        self._limit = 2 * threads
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="lbsim-trace-gzip") if gz else None
+        if gz:
+            fh.write(_GZIP_HEADER)
 
-    def write(self, piece: bytes) -> None:
-        if self._error is not None:
-            raise self._error
-        self._queue.put(piece)
+    def write(self, piece: bytes | memoryview) -> None:
+        if not self._gz:
+            self._fh.write(piece)
+            return
+        view = memoryview(piece)
+        if self._buf:  # complete the block begun by earlier pieces
+            take = self._block - len(self._buf)
+            self._buf += view[:take]
+            view = view[take:]
+            if len(self._buf) < self._block:
+                return
+            self._submit(bytes(self._buf))
+            self._buf.clear()
+        while len(view) >= self._block:
+            self._submit(view[: self._block])
+            view = view[self._block :]
+        self._buf += view
+
+    def _submit(self, block: bytes | memoryview) -> None:
+        assert self._pool is not None
+        self._crc = zlib.crc32(block, self._crc)
+        self._size += len(block)
+        self._pending.append(self._pool.submit(_deflate_block, block, self._primer))
+        self._primer = bytes(block[-_WINDOW_BYTES:])
+        while len(self._pending) >= self._limit:
+            self._fh.write(self._pending.popleft().result())
 
     def abort(self) -> None:
-        """Stop the writer thread, dropping what is queued (the file is being discarded)."""
-        self._error = self._error or RuntimeError("aborted")
-        self._queue.put(None)
-        self._thread.join()
+        """Stop the compressing threads, dropping what is in flight (the file is being discarded)."""
+        if self._pool is not None:
+            for future in self._pending:
+                future.cancel()
+            self._pool.shutdown(wait=True)
 
     def close(self) -> None:
-        self._queue.put(None)
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        if self._gz:
-            self._out.close()  # the gzip trailer; the underlying file stays open for the caller
+        """Write what is left, the final block and the gzip trailer (the file itself stays open)."""
+        if self._pool is None:
+            return
+        if self._buf:
+            self._submit(bytes(self._buf))
+            self._buf.clear()
+        while self._pending:
+            self._fh.write(self._pending.popleft().result())
+        self._pool.shutdown(wait=True)
+        self._fh.write(b"\x03\x00")  # a final, empty block (fixed Huffman codes: end of block only)
+        self._fh.write(struct.pack("<II", self._crc, self._size & 0xFFFFFFFF))
 
 
 def write_trace(path: str | Path, iterations: Sequence[IterationRecord], updates: Sequence[UpdateRecord], *,
@@ -349,4 +445,4 @@ def write_trace(path: str | Path, iterations: Sequence[IterationRecord], updates
         except BaseException:
             sink.abort()
             raise
-        sink.close()  # a write error (a full disk) is raised here, and the atomic file is not swapped in
+        sink.close()  # a write error (a full disk) is raised here or above, and the atomic file is not swapped in
