@@ -280,7 +280,7 @@ def test_random_node_layouts_match_the_event_path(layout, algorithm, hide, seed)
 
 @pytest.mark.parametrize("n", [0, 1, 2, 3, 1000, 70_000])
 def test_column_total_is_the_exact_sum_bit_for_bit(n: int) -> None:
-    """The summary's column totals are ``math.fsum`` of the values (zero as +0.0), block by block or not."""
+    """The summary's column totals are ``math.fsum`` of the values (zero as +0.0), whatever the passes."""
     import math
 
     from lbsim.metrics.summary import _column_total, total
@@ -290,9 +290,24 @@ def test_column_total_is_the_exact_sum_bit_for_bit(n: int) -> None:
     if n:
         values[0] = -0.0
     want = math.fsum(values.tolist()) + 0.0
-    got = _column_total(values, block=7)
-    assert got == want == total(iter(values.tolist())) and type(got) is float and str(got) == str(want)
+    for passes in (0, 1, 4):
+        got = _column_total(values, passes=passes)
+        assert got == want == total(iter(values.tolist())) and type(got) is float and str(got) == str(want)
     assert str(_column_total(np.array([-0.0, -0.0]))) == str(total([])) == "0.0"
+
+
+@given(st.lists(st.floats(allow_nan=False, allow_infinity=False, min_value=-1e300, max_value=1e300), max_size=60),
+       st.integers(0, 5))
+@settings(max_examples=200, deadline=None)
+def test_column_total_equals_fsum_on_any_finite_values(values: list[float], passes: int) -> None:
+    """Cancellation, subnormals, exponents far apart: the array extraction still gives fsum's sum."""
+    import math
+
+    from lbsim.metrics.summary import _column_total
+
+    got = _column_total(np.array(values, dtype=np.float64), passes=passes)
+    want = math.fsum(values) + 0.0
+    assert got == want and str(got) == str(want)
 
 
 def test_totals_do_not_depend_on_the_python_versions_sum() -> None:
