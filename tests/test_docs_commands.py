@@ -52,8 +52,8 @@ REPLACED = {" --repeats 3": " --repeats 2"}  # the repeats' median and spread, f
 
 
 def _command(line: str) -> str:
-    """The line without its trailing comment (a '#' after two spaces)."""
-    return re.split(r"\s{2,}#", line)[0].rstrip()
+    """The line without its trailing comment (a "#" after white space, followed by white space or the end)."""
+    return re.split(r"\s+#(?=\s|$)", line)[0].rstrip()
 
 
 def adapt(line: str, bounds: dict[str, str]) -> str:
