@@ -168,7 +168,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_schemes(args: argparse.Namespace) -> int:
-    from lbsim.scenario.fields import help_rows
+    from lbsim.fields import help_rows
     from lbsim.schemes.registry import scheme_configs, scheme_summary
 
     for name, cfg in sorted(scheme_configs().items()):

@@ -202,7 +202,7 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
     # defends against a Byzantine rank, which is what such a run shows.
     byzantine = getattr(getattr(scenario, "numerics", None), "byzantine", None)
     if byzantine is not None:
-        from lbsim.scenario.workers import select_workers
+        from lbsim.workers import select_workers
 
         select_workers(byzantine.workers, resolve_run(scenario).workers, "numerics.byzantine.workers")
     if options.contention == "real" and getattr(scenario.scheme, "predictor", None) == "oracle":

@@ -66,7 +66,7 @@ from lbsim.runtime.ddp.hook import weighted_gradient
 from lbsim.runtime.dist import Comm
 from lbsim.runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 from lbsim.scenario.data import resolve_data
-from lbsim.scenario.workers import select_workers
+from lbsim.workers import select_workers
 
 SHARDS_STREAM = ("numerics", "shards")
 BYZANTINE_STREAM = ("numerics", "byzantine")

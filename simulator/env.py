@@ -22,8 +22,8 @@ from lbsim.metrics.run_end import RunEnd
 from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.resolve import ResolvedRun, resolve_run
 from lbsim.scenario.schema import Scenario
-from lbsim.scenario.workers import WorkerSpec
 from lbsim.schemes.base import Scheme
+from lbsim.workers import WorkerSpec
 
 
 class SimEnv(simpy.Environment):

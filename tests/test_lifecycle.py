@@ -208,7 +208,7 @@ def test_a_fake_engine_goes_through_the_whole_lifecycle(tiny: Path, tmp_path: Pa
 
 def test_network_variant_rules() -> None:
     """The documented rules (lbsim/lifecycle/families.py), as pure functions of the scenario."""
-    from lbsim.scenario.fields import parse
+    from lbsim.fields import parse
     from lbsim.scenario.schema import Scenario
 
     ring = parse(Scenario, {**TINY, "cluster": {"groups": [{"instance": "p3.2xlarge", "count": 2, "bandwidth_gbps": 7},

@@ -29,15 +29,15 @@ from typing import Any
 
 from lbsim.advise.unknowns import Variant
 from lbsim.errors import InputError
+from lbsim.fields import parse
 from lbsim.lifecycle import check_equal_work, scheme_network
 from lbsim.lifecycle import load as lifecycle_load
 from lbsim.lifecycle.families import network_kind
 from lbsim.limits import MAX_SWEEP_RUNS
-from lbsim.scenario.fields import parse
 from lbsim.scenario.loader import dump_scenario, scenario_data, scenario_from_data, with_changes
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
-from lbsim.scenario.workers import WorkerSpec
+from lbsim.workers import WorkerSpec
 
 ALLREDUCE = "all-reduce"
 PARAMETER_SERVER = "parameter server"

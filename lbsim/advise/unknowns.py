@@ -35,7 +35,7 @@ import yaml
 from lbsim.errors import InputError
 from lbsim.limits import MAX_SET_CHARS, MAX_SWEEP_RUNS, short_repr
 from lbsim.scenario.overrides import parse_override, parse_yaml, yaml_error_text
-from lbsim.scenario.workers import WorkerSpec
+from lbsim.workers import WorkerSpec
 
 
 @dataclass(frozen=True)

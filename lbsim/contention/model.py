@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from lbsim.contention import traces
+from lbsim.contention.config import ContentionConfig, MarkovContention, ScheduledContention, TraceContention
 from lbsim.contention.sources import (
     IterationSeries,
     MarkovSource,
@@ -31,12 +33,7 @@ from lbsim.contention.sources import (
 )
 from lbsim.errors import InputError
 from lbsim.rng import stream
-from lbsim.scenario.contention import MarkovContention, ScheduledContention, TraceContention
-
-if TYPE_CHECKING:
-    from lbsim.scenario.schema import Scenario
-    from lbsim.scenario.workers import WorkerSpec
-
+from lbsim.workers import WorkerSpec, select_workers
 
 JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds, bench_simulator test_large_sync)
 _STEP_TYPES = (StepSource, MarkovSource)  # piecewise constant between known change points
@@ -153,10 +150,18 @@ class WorkerContention:
             t = nxt
 
 
-def build_contention(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:
-    """One :class:`WorkerContention` per worker; reads and checks trace files."""
-    from lbsim.scenario.workers import select_workers
+class ContentionSource(Protocol):
+    """What the model reads of a scenario: its seed and its ``contention`` list."""
 
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def contention(self) -> Sequence[ContentionConfig]: ...
+
+
+def build_contention(scenario: ContentionSource, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:
+    """One :class:`WorkerContention` per worker; reads and checks trace files."""
     out = [
         WorkerContention(jitter_cv=w.jitter_cv, rng=stream(scenario.seed, "jitter", w.index)) for w in workers
     ]

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.fields import parse
 from lbsim.lifecycle.families import network_kind, network_variant, scheme_network, variant_keys
 from lbsim.lifecycle.guards import check_equal_work, check_scheme_names, scheme_list
-from lbsim.scenario.fields import parse
 from lbsim.scenario.loader import checked, read_yaml, scenario_data, scenario_from_data, with_changes
 from lbsim.scenario.schema import Scenario
 from lbsim.schemes.registry import BASELINE_SCHEME

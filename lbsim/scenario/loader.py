@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
+from lbsim.contention.config import TraceContention
 from lbsim.errors import InputError
+from lbsim.fields import parse, to_data
 from lbsim.limits import MAX_YAML_BYTES, MAX_YAML_NODES, exceeds_values
-from lbsim.scenario.contention import TraceContention
-from lbsim.scenario.fields import parse, to_data
 from lbsim.scenario.overrides import apply_overrides, parse_yaml, yaml_error_text
 from lbsim.scenario.resolve import check_scenario
 from lbsim.scenario.schema import Scenario

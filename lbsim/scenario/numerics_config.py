@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lbsim.errors import InputError
+from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
-from lbsim.scenario.contention import Workers
-from lbsim.scenario.fields import param
+from lbsim.workers import Workers
 
 
 @dataclass(frozen=True)

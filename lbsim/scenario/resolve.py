@@ -31,9 +31,9 @@ from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import ParameterServerConfig
-from lbsim.scenario.workers import ComputeCurve, WorkerSpec, select_workers
 from lbsim.schemes.base import Scheme, SchemeContext, is_synchronous
 from lbsim.schemes.registry import build_scheme, needs_parameter_server, scheme_class
+from lbsim.workers import ComputeCurve, WorkerSpec, select_workers
 
 __all__ = ["ComputeCurve", "ResolvedRun", "WorkerSpec", "build_scheme_for", "check_scenario", "gradient_bytes",
            "overlap_params", "resolve_run", "resolve_workers", "scheme_context", "select_workers"]

@@ -13,7 +13,7 @@ contention:
 scheme: {name: ssp, staleness: 2}
 ```
 Sections are frozen dataclasses (:mod:`lbsim.scenario.sections`,
-:mod:`lbsim.scenario.contention`, :mod:`lbsim.scenario.data`, each scheme's config); ``network``,
+:mod:`lbsim.contention.config`, :mod:`lbsim.scenario.data`, each scheme's config); ``network``,
 ``contention`` items and ``scheme`` are picked by their ``name:``. The optional ``data:`` section
 places the dataset on workers and a storage node (default: data local and free).
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lbsim.scenario.contention import ContentionConfig, contention_configs
+from lbsim.contention.config import ContentionConfig, contention_configs
+from lbsim.fields import param
 from lbsim.scenario.data import DataConfig
-from lbsim.scenario.fields import param
 from lbsim.scenario.numerics_config import NumericsConfig
 from lbsim.scenario.sections import (
     Cluster,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import SchemeContext, fastest_clock, slowest_clock, slowest_worker
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme

@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
-from lbsim.scenario.fields import param
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme

@@ -35,9 +35,9 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from lbsim.errors import InputError
+from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
 from lbsim.rng import stream
-from lbsim.scenario.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.affine_fit import AffineFitBank

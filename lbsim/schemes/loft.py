@@ -45,9 +45,9 @@ import numpy as np
 
 from lbsim.aggregation import check_tolerance
 from lbsim.errors import InputError
+from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
 from lbsim.metrics.records import ColumnRows
-from lbsim.scenario.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.affine_fit import AffineFitBank

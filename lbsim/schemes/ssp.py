@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import SchemeContext, slowest_clock
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.split import InfeasibleSplit, proportional_split

@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import SchemeContext, WorkerObservation
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme

@@ -17,6 +17,9 @@ from typing import Literal
 from lbsim.errors import InputError
 from lbsim.limits import short_repr
 
+Workers = Literal["all"] | tuple[int | str, ...]
+"""A ``workers:`` selector: ``all``, or worker indices and instance types (:func:`select_workers`)."""
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -71,7 +74,7 @@ class ComputeCurve:
         return ComputeCurve(self.batches, tuple(s * factor for s in self.steps_s))
 
 
-def select_workers(selector: str | tuple[int | str, ...], workers: tuple[WorkerSpec, ...], path: str) -> tuple[int, ...]:
+def select_workers(selector: Workers, workers: tuple[WorkerSpec, ...], path: str) -> tuple[int, ...]:
     """Worker indices named by a contention ``workers:`` value ('all', indices, instance names)."""
     if isinstance(selector, str):  # the only string allowed is 'all'
         return tuple(range(len(workers)))

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
+from lbsim.fields import param
+from lbsim.workers import Workers
 
 Target = Literal["compute", "network", "both"]
-Workers = Literal["all"] | tuple[int | str, ...]
 
 
 @dataclass(frozen=True)
