@@ -25,7 +25,7 @@ import simpy
 from lbsim.network.collectives import bytes_per_s
 from lbsim.network.parameter_server import ServerTiming, tail_s
 from lbsim.network.topology import AllReducePlan, topology_of
-from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
+from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
 
 __all__ = ["AllReducePlan", "Lane", "ParameterServer", "allreduce_plan", "bytes_per_s", "ring_allreduce_s", "server_timing"]
 
@@ -161,7 +161,7 @@ class ParameterServer:
             yield self.env.timeout(self.timing.apply_each_s)
 
 
-def allreduce_plan(env: Any, config: RingAllReduceConfig) -> AllReducePlan:
+def allreduce_plan(env: Any, config: AllReduceConfig) -> AllReducePlan:
     """The all-reduce over the scenario's nodes and links (``config.bandwidth_gbps`` sets every NIC)."""
     topo = topology_of(env.workers, nic_gbps=config.bandwidth_gbps, nic_latency_s=config.alpha_s)
     return AllReducePlan(topo, config.algorithm, config.chunk_share)

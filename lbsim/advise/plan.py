@@ -36,12 +36,12 @@ from lbsim.lifecycle.families import network_kind
 from lbsim.limits import MAX_SWEEP_RUNS
 from lbsim.scenario.loader import dump_scenario, scenario_data, scenario_from_data, with_changes
 from lbsim.scenario.schema import Scenario
-from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
+from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
 from lbsim.workers import WorkerSpec
 
 ALLREDUCE = "all-reduce"
 PARAMETER_SERVER = "parameter server"
-FAMILIES = {RingAllReduceConfig.kind: ALLREDUCE, ParameterServerConfig.kind: PARAMETER_SERVER}
+FAMILIES = {AllReduceConfig.kind: ALLREDUCE, ParameterServerConfig.kind: PARAMETER_SERVER}
 BASELINE = "bsp"
 PLAIN_BASELINE = '{"name": "bsp"}'  # scheme=... override: plain DDP, whatever the scenario's bsp parameters
 NAMES = {"bsp": "BSP", "asp": "ASP", "ssp": "SSP", "dssp": "DSSP", "static": "static split", "lbbsp": "LB-BSP",
@@ -73,7 +73,7 @@ def derived_note(scenario: Scenario) -> str:
         return (f"parameter-server family: a derived server of {net.shards} shard{'s' if net.shards != 1 else ''} (one per "
                 f"worker node), each with a {net.server_bandwidth_gbps:g} Gbit/s NIC (the fastest worker node's), "
                 f"latency {net.latency_s:g} s (the all-reduce's per-hop), apply time {net.apply_s:g} s (default) {rules}")
-    assert isinstance(net, RingAllReduceConfig)
+    assert isinstance(net, AllReduceConfig)
     return (f"all-reduce family: a derived flat {net.algorithm} all-reduce over the nodes' own NICs, per-hop latency "
             f"{net.alpha_s:g} s (the server's) {rules}")
 

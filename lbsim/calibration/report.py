@@ -42,7 +42,7 @@ from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto
 from lbsim.lifecycle.engines import default_engine
 from lbsim.network.overlap import OverlapParams
 from lbsim.scenario import catalog
-from lbsim.scenario.sections import RingAllReduceConfig
+from lbsim.scenario.sections import AllReduceConfig
 
 MARK = "<!-- generated -->"
 FIT_PLACEMENTS = "2,4,11,22,1111"
@@ -71,7 +71,7 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
     inst = catalog.INSTANCES[CATALOG_INSTANCE]
     fig = LinkFigures(
         intra_bandwidth_gbps=inst.intra_bandwidth_gbps or inst.bandwidth_gbps, intra_latency_s=inst.intra_latency_s or 0.0,
-        nic_bandwidth_gbps=inst.bandwidth_gbps, nic_latency_s=RingAllReduceConfig().alpha_s,
+        nic_bandwidth_gbps=inst.bandwidth_gbps, nic_latency_s=AllReduceConfig().alpha_s,
         shared_node_slowdown=inst.shared_node_slowdown, overlap=OverlapParams(), algorithm="ring",
     )
     curve = fit_compute_curve([(r.local_bsz, r.step_time_s) for r in rows if r.placement == (1,)])

@@ -96,7 +96,7 @@ class ParameterServerConfig:
 
 
 @dataclass(frozen=True)
-class RingAllReduceConfig:
+class AllReduceConfig:
     """All-reduce over nodes and links: a flat ring (T = 2(n-1) alpha + 2 (n-1)/n S / B_min), hierarchical, tree or NCCL's pick."""
 
     kind: ClassVar[str] = "ring_allreduce"
@@ -113,7 +113,7 @@ class RingAllReduceConfig:
 
 
 def network_configs() -> dict[str, type]:
-    return {c.kind: c for c in (ParameterServerConfig, RingAllReduceConfig)}
+    return {c.kind: c for c in (ParameterServerConfig, AllReduceConfig)}
 
 
-NetworkConfig = ParameterServerConfig | RingAllReduceConfig
+NetworkConfig = ParameterServerConfig | AllReduceConfig
