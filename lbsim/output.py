@@ -24,8 +24,6 @@ from lbsim.provenance import INVOCATION, PROVENANCE, invocation, provenance
 from lbsim.scenario.loader import dump_scenario
 from lbsim.scenario.schema import Scenario
 
-TABLES = ("iterations", "updates", "decisions", "numerics")
-
 
 def write_scenario(out: Path, scenario: Scenario) -> None:
     atomic_write_text(out / "scenario.resolved.yaml", dump_scenario(scenario))

@@ -109,7 +109,7 @@ class DataFetch:
 
 
 class LocalitySampler:
-    """This rank's samples as the numerics trainer draws them with shards (the ``next`` of BatchSlicer).
+    """This rank's samples as the numerics trainer draws them with shards (the shared stream's draws, in worker order, plus each worker's shard).
 
     Worker w draws ``l_w`` from its own shard stream and the rest from the shared stream, whose
     draws are made in worker order; a worker without a shard (or ``l_w = 0``) takes its whole

@@ -135,7 +135,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     fetcher = DataFetch(spec.scenario, spec.workers, r, cont, spec.inject)
     layout = fetcher.layout
     fractions = [wd.local_fraction for wd in layout.workers] if layout is not None else [0.0] * n
-    sampler = LocalitySampler(int(data.X_train.shape[0]), seed, r, fractions)  # no shards: lbsim.runtime.model.BatchSlicer's draws
+    sampler = LocalitySampler(int(data.X_train.shape[0]), seed, r, fractions)  # no shards: the shared stream's draws, in worker order
     byzantine = Byzantine(spec.scenario, spec.workers, r)
     notes = not_injected(conts, spec.options.contention, layout is not None) if spec.inject and r == 0 else []
     if r == 0 and byzantine.note():

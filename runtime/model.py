@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lbsim.numerics import SharedStream, load_dataset, make_model
+from lbsim.numerics import load_dataset, make_model
 from lbsim.rng import stream
 from lbsim.runtime.config import TrainingConfig
 
@@ -108,19 +108,6 @@ def load_data(cfg: TrainingConfig, *, dtype: torch.dtype, device: torch.device) 
         n_features=ds.n_features,
         n_classes=ds.n_classes,
     )
-
-
-class BatchSlicer:
-    """Every rank's view of the shared sample stream: draw the global batch, keep this rank's slice."""
-
-    def __init__(self, n_train: int, seed: int, rank: int) -> None:
-        self.stream = SharedStream(n_train, stream(seed, *DATA_STREAM))
-        self.rank = rank
-
-    def next(self, batches: tuple[int, ...] | list[int]) -> np.ndarray:
-        idx = self.stream.draw(int(sum(batches)))
-        lo = int(sum(batches[: self.rank]))
-        return idx[lo:lo + int(batches[self.rank])]
 
 
 class SGDState:

@@ -139,10 +139,6 @@ class SweepData:
     rows: list[dict[str, str]]
 
     @property
-    def scheme_column(self) -> str:
-        return "scheme"
-
-    @property
     def conditions(self) -> list[str]:
         """Factor columns other than the scheme's."""
         return [c for c in self.factors if c != "scheme" and not c.startswith("scheme.")]

@@ -208,15 +208,6 @@ class LBBSP:
             a[f], b[f] = self.fits.coefficients()
         return a, b
 
-    @property
-    def abs_err_s(self) -> list[float]:
-        """Every |predicted - measured| compute time so far, round by round, worker by worker."""
-        return np.concatenate(self._abs_err).tolist() if self._abs_err else []
-
-    @property
-    def rel_err(self) -> list[float]:
-        return np.concatenate(self._rel_err).tolist() if self._rel_err else []
-
     def diagnostics(self) -> dict[str, object]:
         out: dict[str, object] = {"variant": self.cfg.variant, "predictor": self.cfg.predictor}
         if self._abs_err:
