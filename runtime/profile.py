@@ -47,7 +47,8 @@ import yaml
 
 from lbsim.metrics.run_end import RunEnd
 from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from lbsim.runtime.loop import LoopSpec, run_loop
+from lbsim.runtime.driver import LoopSpec
+from lbsim.runtime.loop import run_loop
 
 FACTORS = (0.5, 0.75, 1.0, 1.25)
 ROUNDS = 8  # measured rounds per size

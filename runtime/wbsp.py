@@ -75,10 +75,9 @@ from lbsim.metrics.records import IterationRecord
 from lbsim.numerics import LRSchedule, SharedStream
 from lbsim.rng import stream
 from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
+from lbsim.runtime.driver import LoopResult, LoopSpec, injection_for, not_injected_notes, server_rank
 from lbsim.runtime.inject import Injection
-from lbsim.runtime.loop import LoopResult, LoopSpec, injection_for
 from lbsim.runtime.model import FlatModel, TrainData
-from lbsim.runtime.ps import not_injected_notes, server_rank
 from lbsim.runtime.ps_protocol import REPLY, TAG_REPLY, TAG_STEPS, TAG_WEIGHTS, Channel
 from lbsim.runtime.ps_records import PushLog
 from lbsim.runtime.resources import ResourceReader

@@ -117,7 +117,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
 def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
     from lbsim.metrics.run_end import RunEnd
-    from lbsim.runtime.loop import LoopSpec
+    from lbsim.runtime.driver import LoopSpec
     from lbsim.scenario.resolve import resolve_run
 
     run = resolve_run(scenario)  # the workers passed in are these (run_job takes them from it)
