@@ -139,7 +139,7 @@ def plan_run(source: Source, *, scheme: str | None = None, overrides: Overrides 
             raise TypeError(f"{option}: expected a scheme name (str), got {type(scheme).__name__}")
         check_scheme_names(option, [scheme])
     scenario = load(source, scheme=scheme, overrides=overrides)
-    return RunSpec(str(scenario.scheme.kind), scenario)  # type: ignore[attr-defined]
+    return RunSpec(scenario.scheme.kind, scenario)
 
 
 def plan_compare(source: Source, schemes: str | Sequence[str], *, overrides: Overrides = None,

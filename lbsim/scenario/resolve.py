@@ -123,7 +123,7 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
             f"{scenario.workload.global_batch} samples exceed the cluster's total memory cap {total_cap} "
             "(sum of max_batch over workers)",
         )
-    cls: Any = scheme_class(scenario.scheme.kind)  # type: ignore[attr-defined]
+    cls: Any = scheme_class(scenario.scheme.kind)
     synchronous = is_synchronous(cls)
     updates = scenario.workload.updates
     planned = None if updates is None else updates * (len(workers) if synchronous else 1)

@@ -162,6 +162,14 @@ def observation_columns(workers: Sequence[WorkerObservation], fields: Sequence[s
     return out
 
 
+class SchemeConfig(Protocol):
+    """A scheme's parameters (a scenario's ``scheme:`` section): the frozen dataclass registered with
+    the scheme, whose class attribute ``kind`` is the scheme's registered name
+    (:func:`lbsim.schemes.registry.register_scheme`)."""
+
+    kind: ClassVar[str]
+
+
 @runtime_checkable
 class SyncScheme(Protocol):
     """A synchronous scheme: a barrier and one global update per round."""

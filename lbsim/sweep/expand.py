@@ -30,7 +30,7 @@ from lbsim.lifecycle.guards import check_equal_work
 from lbsim.limits import short_repr
 from lbsim.scenario.loader import dump_scenario, scenario_from_data
 from lbsim.scenario.overrides import apply_overrides, parse_override, parse_yaml, yaml_error_text
-from lbsim.scenario.schema import Scenario
+from lbsim.scenario.schema import Scenario, default_scheme
 from lbsim.sweep.spec import SweepSpec, check_disjoint, parse_sweep
 
 HASH_DIGITS = 16
@@ -111,7 +111,7 @@ def check_equal_work_across_schemes(points: Sequence[SweepPoint]) -> None:
     groups: dict[Scenario, dict[str, Scenario]] = {}
     for p in points:
         if p.scenario.workload.updates is not None:
-            key = replace(p.scenario, scheme=None)  # the point without its scheme (None: the default)
+            key = replace(p.scenario, scheme=default_scheme())  # the point without its scheme
             groups.setdefault(key, {}).setdefault(_scheme_label(p.scenario.scheme), p.scenario)
     for group in groups.values():
         if len(group) > 1:
