@@ -13,10 +13,11 @@ from the catalog instance (:mod:`lbsim.scenario.catalog`); formulas in :mod:`lbs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from lbsim.errors import InputError
 from lbsim.fields import param
+from lbsim.network.collectives import Algorithm
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class AllReduceConfig:
     alpha_s: float = param(0.00005, "per-step latency alpha of an inter-node hop (groups may override: nic_latency_s)", ge=0)
     bandwidth_gbps: float | None = param(None, "every node's NIC bandwidth (null: each group's own; the ring runs at its "
                                                "slowest hop)", gt=0)
-    algorithm: Literal["ring", "hierarchical", "tree", "nccl"] = param(
+    algorithm: Algorithm = param(
         "ring", "ring: one flat ring over all workers; hierarchical: intra-node reduce-scatter, ring across nodes, "
                 "intra-node all-gather; tree: NCCL's pipelined tree (chains in nodes, double binary tree across); "
                 "nccl: ring on <= 2 nodes, tree on more (lbsim/network/collectives.py)")
