@@ -15,8 +15,9 @@ from typing import Any
 from lbsim.errors import InputError
 from lbsim.limits import MAX_LOCAL_RANKS, MAX_REPEATS
 from lbsim.run_folder import staged_run
-from lbsim.runtime.config import check_runnable, uses_server, world_size
-from lbsim.runtime.worker import Job, Task, options_from_args
+
+from .config import check_runnable, uses_server, world_size
+from .worker import Job, Task, options_from_args
 
 DEFAULT_VALIDATE_SCHEMES = ("bsp", "lbbsp")
 
@@ -45,8 +46,9 @@ def _warn_cores(ranks: int, options: Any) -> None:
 
 def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
     from lbsim.progress import LazyProgress
-    from lbsim.runtime.launch import launch
-    from lbsim.runtime.validate import Monotone
+
+    from .launch import launch
+    from .validate import Monotone
 
     with LazyProgress(label, enabled=None if not quiet else False) as bar:
         launch(job, nproc, progress=Monotone(bar.update))
@@ -57,7 +59,7 @@ def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], s
     options = options_from_args(args)
     n = _local_ranks(check_runnable(scenario, options, nproc=args.nproc))
     _warn_cores(n, options)
-    from lbsim.runtime.launch import RuntimeFailure
+    from .launch import RuntimeFailure
 
     # a crashed rank's run is still one complete record (failure.json, the rounds before it): swapped in too
     with staged_run(out, keep_on=(RuntimeFailure,)) as stage:
@@ -143,10 +145,11 @@ def _validate_into(out: Path, args: Any, names: list[str], options: Any, n: int,
                    repeats: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Run the validation into ``out``; each repeat's reports, and their summary when ``repeats > 1``."""
     from lbsim.metrics.writers import write_json
-    from lbsim.runtime.profile import calibration, pool
-    from lbsim.runtime.validate import compare_runs, repeat_summary, validation_report
     from lbsim.scenario.loader import load_scenario
     from lbsim.scenario.resolve import resolve_workers
+
+    from .profile import calibration, pool
+    from .validate import compare_runs, repeat_summary, validation_report
 
     # one set of processes for every repeat, so one progress bar over all of them
     dirs = [out] if repeats == 1 else [out / f"repeat_{r + 1}" for r in range(repeats)]
@@ -213,8 +216,9 @@ def print_calibration(cal: dict[str, Any]) -> None:
 def print_validation(report: dict[str, Any], *, title: str) -> None:
     from rich.table import Table
 
-    from lbsim.runtime.validate import TABLE
     from lbsim.tables import console, table_width
+
+    from .validate import TABLE
 
     table = Table(title=title)
     table.add_column("scheme")
@@ -228,8 +232,9 @@ def print_validation(report: dict[str, Any], *, title: str) -> None:
 def print_repeats(summary: dict[str, Any], *, title: str) -> None:
     from rich.table import Table
 
-    from lbsim.runtime.validate import REPEAT_METRICS
     from lbsim.tables import console, table_width
+
+    from .validate import REPEAT_METRICS
 
     table = Table(title=title)
     table.add_column("scheme")
@@ -260,7 +265,7 @@ def runtime_missing(err: ImportError) -> int:
 
 def handle(fn: Callable[..., int], *args: Any) -> int:
     """Run a runtime command; a failed rank is exit code 1 with the launcher's one-line diagnosis."""
-    from lbsim.runtime.launch import RuntimeFailure
+    from .launch import RuntimeFailure
 
     try:
         return fn(*args)
@@ -281,7 +286,8 @@ def profile_model(args: Any, out: Path) -> int:
 
     from lbsim.metrics.writers import write_json
     from lbsim.progress import LazyProgress
-    from lbsim.runtime.profile_module import catalog_source, check_request, profile_module
+
+    from .profile_module import catalog_source, check_request, profile_module
 
     batches = _int_list(args.batches, "--batches")
     shape = _int_list(args.input_shape, "--input-shape")

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from lbsim.runtime.config import RENDEZVOUS_ENV
+from .config import RENDEZVOUS_ENV
 
 FAIL_ENV = "LBSIM_RUNTIME_FAIL"
 

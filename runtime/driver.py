@@ -20,9 +20,10 @@ import torch
 
 from lbsim.contention.model import build_contention
 from lbsim.metrics.run_end import RunEnd
-from lbsim.runtime.config import RuntimeOptions, TrainingConfig
-from lbsim.runtime.inject import Injection
-from lbsim.runtime.records import RoundLog
+
+from .config import RuntimeOptions, TrainingConfig
+from .inject import Injection
+from .records import RoundLog
 
 
 @dataclass

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lbsim.runtime.worker import Job, spawn_entry
+from .worker import Job, spawn_entry
 
 GRACE_S = 3.0  # after the first failure, time for the other ranks' reports
 
@@ -171,7 +171,7 @@ def diagnose(reports: dict[int, dict[str, Any]], codes: list[int | None], killed
 
 
 def _salvage_all(job: Job, message: str, rank: int | None) -> None:
-    from lbsim.runtime.records import salvage
+    from .records import salvage
 
     for task in job.tasks:
         out = Path(task.out)

@@ -62,11 +62,12 @@ from lbsim.fetch import arrival_order, fetch_schedule
 from lbsim.numerics.byzantine import DEFAULT_SCALE, corrupt
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
 from lbsim.rng import stream
-from lbsim.runtime.ddp.hook import weighted_gradient
-from lbsim.runtime.dist import Comm
-from lbsim.runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 from lbsim.scenario.data import resolve_data
 from lbsim.workers import select_workers
+
+from .ddp.hook import weighted_gradient
+from .dist import Comm
+from .model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 
 SHARDS_STREAM = ("numerics", "shards")
 BYZANTINE_STREAM = ("numerics", "byzantine")

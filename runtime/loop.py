@@ -36,14 +36,15 @@ import numpy as np
 import torch
 
 from lbsim.contention.model import build_contention
-from lbsim.runtime.ddp.decision import Decider, round_observation
-from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from lbsim.runtime.driver import LoopResult, LoopSpec, injection_for, not_injected
-from lbsim.runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
-from lbsim.runtime.model import FlatModel, SGDState, TrainData
-from lbsim.runtime.records import FIELDS, F, RoundLog
-from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.base import RoundObservation, aggregation_of
+
+from .ddp.decision import Decider, round_observation
+from .dist import Comm, FailureHook, Heartbeat, RankInfo
+from .driver import LoopResult, LoopSpec, injection_for, not_injected
+from .loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
+from .model import FlatModel, SGDState, TrainData
+from .records import FIELDS, F, RoundLog
+from .resources import ResourceReader
 
 
 def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:

@@ -23,7 +23,8 @@ import torch
 
 from lbsim.numerics import load_dataset, make_model
 from lbsim.rng import stream
-from lbsim.runtime.config import TrainingConfig
+
+from .config import TrainingConfig
 
 INIT_STREAM = ("numerics", "init")
 """Name of the random stream the initial weights are drawn from (``lbsim.rng.stream(seed, *INIT_STREAM)``)."""

@@ -46,9 +46,10 @@ import torch
 import yaml
 
 from lbsim.metrics.run_end import RunEnd
-from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from lbsim.runtime.driver import LoopSpec
-from lbsim.runtime.loop import run_loop
+
+from .dist import Comm, FailureHook, Heartbeat, RankInfo
+from .driver import LoopSpec
+from .loop import run_loop
 
 FACTORS = (0.5, 0.75, 1.0, 1.25)
 ROUNDS = 8  # measured rounds per size
@@ -208,9 +209,10 @@ def _mean_probe(raws: tuple[dict[str, Any], ...], name: str, skip: tuple[str, ..
 
 def calibration(scenario: Any, workers_spec: tuple[Any, ...], raw: dict[str, Any]) -> dict[str, Any]:
     """Fits and overrides from a profile's measurements ``raw`` (pure)."""
-    from lbsim.runtime.config import uses_server
-    from lbsim.runtime.ps_probe import ps_network
     from lbsim.scenario.loader import scenario_data
+
+    from .config import uses_server
+    from .ps_probe import ps_network
 
     sizes = [int(b) for b in raw["sizes"]]
     compute = {b: raw["compute_s"][str(b)] for b in sizes}

@@ -37,13 +37,14 @@ import torch
 
 from lbsim.numerics import SharedStream
 from lbsim.rng import stream
-from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from lbsim.runtime.driver import LoopResult, LoopSpec, injection_for, not_injected_notes, server_rank
-from lbsim.runtime.model import FlatModel, SGDState, TrainData
-from lbsim.runtime.ps_protocol import Channel
-from lbsim.runtime.ps_records import PushLog
-from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.gate import Gate
+
+from .dist import Comm, FailureHook, Heartbeat, RankInfo
+from .driver import LoopResult, LoopSpec, injection_for, not_injected_notes, server_rank
+from .model import FlatModel, SGDState, TrainData
+from .ps_protocol import Channel
+from .ps_records import PushLog
+from .resources import ResourceReader
 
 SAMPLE_STREAM = ("runtime", "ps", "samples")
 """Each worker's own sample order: ``lbsim.rng.stream(seed, *SAMPLE_STREAM, worker)``."""

@@ -37,9 +37,10 @@ from lbsim.metrics.run_end import cut_row
 from lbsim.network.overlap import exposed_comm_s
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation, as_sync
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fetch import Fetcher
-from lbsim.simulator.network import ParameterServer, allreduce_plan, ring_allreduce_s
+
+from .env import SimEnv
+from .fetch import Fetcher
+from .network import ParameterServer, allreduce_plan, ring_allreduce_s
 
 
 @dataclass
