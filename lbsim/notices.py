@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lbsim.scenario.resolve import gradient_bytes, resolve_workers
+
 
 def scenario_notices(scenario: Any) -> list[str]:
     out = []
@@ -28,7 +30,6 @@ def scenario_notices(scenario: Any) -> list[str]:
 def run_notices(scenario: Any, summary: dict[str, Any]) -> list[str]:
     if summary.get("updates"):
         return []
-    from lbsim.scenario.resolve import gradient_bytes, resolve_workers
 
     workers = resolve_workers(scenario)
     share = max(round(scenario.workload.global_batch / max(len(workers), 1)), 1)

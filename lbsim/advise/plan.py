@@ -35,6 +35,7 @@ from lbsim.lifecycle import load as lifecycle_load
 from lbsim.lifecycle.families import network_kind
 from lbsim.limits import MAX_SWEEP_RUNS
 from lbsim.scenario.loader import dump_scenario, scenario_data, scenario_from_data, with_changes
+from lbsim.scenario.resolve import resolve_run
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
 from lbsim.workers import WorkerSpec
@@ -219,6 +220,4 @@ def make_plan(base: dict[str, Any], schemes: Sequence[str], variants: Sequence[V
 
 
 def _workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
-    from lbsim.scenario.resolve import resolve_run
-
     return resolve_run(scenario).workers

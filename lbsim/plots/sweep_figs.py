@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from lbsim.errors import InputError
 from lbsim.plots.data import RunData, SweepData
 from lbsim.plots.run_figs import (
     batches_figure,
@@ -285,8 +286,6 @@ def sweep_figures(sweep: SweepData, *, timeline_s: float | None = None, x: str |
         return {}
     t = _Table(sweep)
     if x is not None and x_factor(t, x) is None:
-        from lbsim.errors import InputError
-
         raise InputError("--x", f"unknown factor {x!r}; valid: {', '.join(t.conds) or '(the sweep has no factor besides the scheme)'}")
     runs = _Runs(sweep)
     figs: dict[str, Any] = {"throughput": bars_figure(t, "throughput_samples_per_s", "throughput (samples/s)",

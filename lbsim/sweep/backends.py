@@ -20,6 +20,8 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+from lbsim.errors import InputError
+
 Items = Sequence[tuple[str, Any]]
 
 
@@ -90,8 +92,6 @@ class DaskPool:
     @classmethod
     def connect(cls, address: str, *, timeout_s: float = 30.0) -> DaskPool:
         """A client for the scheduler at ``address``; InputError if dask is missing or unreachable."""
-        from lbsim.errors import InputError
-
         try:
             from dask.distributed import Client
         except ImportError:
