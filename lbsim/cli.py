@@ -1,8 +1,9 @@
 """The ``lbsim`` command line: run | compare | sweep | advise | plot | train | profile | validate | schemes | catalog.
 
 Exit codes (docs/references.md §9): 0 success, 2 invalid input (one line naming the key path, no
-traceback, nothing written), 1 anything else. Engines are imported inside the commands that
-need them, so ``lbsim schemes`` never loads simpy.
+traceback, nothing written), 1 anything else. Each command imports what it uses when it runs
+(the lifecycle, sweeps, plots, advise, an engine), because the parser is built on every call:
+``lbsim --help`` and ``lbsim schemes`` stay quick and load no engine (neither simpy nor torch).
 """
 
 from __future__ import annotations

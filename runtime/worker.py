@@ -13,6 +13,11 @@ Two ways in:
 * ``torchrun ... -m lbsim.runtime.worker SCENARIO [lbsim train options]`` runs :func:`main` in every
   rank it starts; the rendezvous comes from the environment (``env://``) and ``LOCAL_RANK`` picks
   the rank's core(s) or GPU.
+
+Imports: at module level only what loads without torch (the core, the runtime's torch-free
+modules), because :mod:`lbsim.runtime.commands` imports this module on ``lbsim train`` before it
+knows torch is installed; torch and the modules that need it are imported by the function that
+runs on a rank.
 """
 
 from __future__ import annotations
@@ -27,7 +32,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .config import RuntimeOptions, cpu_cores, training_config
+from lbsim.arguments import train_parser
+from lbsim.errors import InputError
+from lbsim.metrics.run_end import RunEnd
+from lbsim.metrics.summary import summarize
+from lbsim.metrics.writers import write_csv
+from lbsim.output import write_run, write_scenario
+from lbsim.run_folder import choose_out, staged_run
+from lbsim.scenario.loader import load_scenario
+from lbsim.scenario.resolve import resolve_run
+from lbsim.schemes.base import DecisionLog, is_synchronous
+from lbsim.tables import print_summary_table
+
+from .config import DRIVER_LOOPS, RuntimeOptions, check_runnable, cpu_cores, driver_of, scheme_kind, training_config, uses_server
+from .lifeline import die_with_parent
+from .records import OBSERVATION_COLUMNS, salvage
 
 
 @dataclass(frozen=True)
@@ -61,10 +80,6 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
     """Run every task of ``job`` on this rank (the process group is up)."""
     import torch
 
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_run
-
-    from .config import scheme_kind, uses_server
     from .dist import Comm, FailureHook
     from .model import FlatModel, load_data
     from .resources import pin_to_cores
@@ -117,9 +132,6 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
 
 def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
-    from lbsim.metrics.run_end import RunEnd
-    from lbsim.scenario.resolve import resolve_run
-
     from .driver import LoopSpec
 
     run = resolve_run(scenario)  # the workers passed in are these (run_job takes them from it)
@@ -145,13 +157,6 @@ def _profile(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, sce
 
 def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scenario: Any, workers: Any,
            training: Any, model: Any, data: Any, cores: Any, overrides: list[str]) -> None:
-    from lbsim.metrics.summary import summarize
-    from lbsim.output import write_run, write_scenario
-    from lbsim.schemes.base import is_synchronous
-
-    from .config import DRIVER_LOOPS, driver_of, scheme_kind
-    from .records import salvage
-
     out = Path(task.out)
     driver = driver_of(scheme_kind(scenario))
     loop = DRIVER_LOOPS[driver]
@@ -190,13 +195,9 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
     }
     summary = summarize(log.iterations, log.updates, scheme=scheme.name, seed=scenario.seed, engine="runtime",
                         workers=len(workers), end_s=res.end_s, synchronous=is_synchronous(scheme), extra=extra)
-    from lbsim.metrics.writers import write_csv
-
-    from .records import OBSERVATION_COLUMNS
 
     log.discard_partials()
     write_csv(out / "observations.csv", OBSERVATION_COLUMNS, log.observations)
-    from lbsim.schemes.base import DecisionLog
 
     decisions = scheme.decision_rows() if isinstance(scheme, DecisionLog) else ()
     write_run(out, log.iterations, log.updates, summary, decisions=list(decisions))
@@ -229,7 +230,6 @@ def spawn_entry(rank: int, world: int, job: Job, shared: Any, status: str) -> No
     import multiprocessing
 
     from .dist import Heartbeat, init_group
-    from .lifeline import die_with_parent
 
     launcher = multiprocessing.parent_process()
     die_with_parent(launcher.pid if launcher is not None else None)  # a killed launcher takes its ranks along
@@ -260,15 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    from lbsim.arguments import train_parser
-    from lbsim.errors import InputError
-    from lbsim.run_folder import staged_run
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_run
-
-    from .config import DRIVER_LOOPS, check_runnable, driver_of, scheme_kind
     from .dist import Heartbeat, RankInfo, env_rank, rank_device
-    from .lifeline import die_with_parent
 
     die_with_parent()  # a dead torchrun agent takes its ranks along
     args = train_parser("torchrun -m lbsim.runtime.worker").parse_args(sys.argv[1:] if argv is None else argv)
@@ -281,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
         if env["rank"] == 0:
             print(f"lbsim: error: {err}", file=sys.stderr)
         return 2
-    from lbsim.run_folder import choose_out
 
     choice = choose_out(args.out, default_out(args.scenario, scheme_kind(scenario)), replace=args.replace)
     out = choice.path.resolve()
@@ -319,8 +310,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_summary(out: Path, scenario: Any, world: int, options: RuntimeOptions) -> None:
-    from lbsim.tables import print_summary_table
-
     try:
         summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):  # a failed run: failure.json says why

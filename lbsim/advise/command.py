@@ -9,6 +9,9 @@ swapped in whole like every run folder (:mod:`lbsim.run_folder`):
 
 The runs go over the cores in a local process pool (``-j``), or on Dask (``--dask``: a local Dask
 cluster; ``--scheduler ADDRESS``: a running one), through :mod:`lbsim.sweep.backends`.
+
+The CLI builds this command's parser on every call (:func:`add_arguments`), so the module imports
+the advise machinery, the sweep backends (Dask) and the lifecycle inside the functions that run it.
 """
 
 from __future__ import annotations
