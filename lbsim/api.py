@@ -86,18 +86,22 @@ class Run:
 
     @property
     def iterations(self) -> Any:
+        """The ``iterations`` table: one row per worker iteration (a pandas DataFrame)."""
         return self.table("iterations")
 
     @property
     def updates(self) -> Any:
+        """The ``updates`` table: one row per model update (a pandas DataFrame)."""
         return self.table("updates")
 
     @property
     def decisions(self) -> Any:
+        """The scheme's ``decisions`` table, for schemes that log their decisions (else None)."""
         return self.table("decisions")
 
     @property
     def numerics(self) -> Any:
+        """The ``numerics`` table: the learning curve of a run in numerics mode (else None)."""
         return self.table("numerics")
 
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002 - as the CLI's --format
@@ -219,6 +223,7 @@ class Sweep:
 
 
 def load_run(path: str | Path) -> Run:
+    """A :class:`Run` read back from a run folder; InputError if ``path`` is not one."""
     p = _path(path, "path")
     if not is_run_dir(p):
         raise InputError(str(path), "not a run folder (needs summary.json and iterations.csv or .parquet)")

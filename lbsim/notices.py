@@ -18,6 +18,7 @@ from lbsim.scenario.resolve import gradient_bytes, resolve_workers
 
 
 def scenario_notices(scenario: Any) -> list[str]:
+    """Warnings about the scenario itself: a scheduled ``slowdown`` below 1 (a speed-up)."""
     out = []
     for i, entry in enumerate(getattr(scenario, "contention", ()) or ()):
         slowdown = getattr(entry, "slowdown", None)
@@ -28,6 +29,7 @@ def scenario_notices(scenario: Any) -> list[str]:
 
 
 def run_notices(scenario: Any, summary: dict[str, Any]) -> list[str]:
+    """Why a run made no model update (its first iteration never ended within the budget), or nothing."""
     if summary.get("updates"):
         return []
 

@@ -26,6 +26,7 @@ from lbsim.scenario.schema import Scenario
 
 
 def write_scenario(out: Path, scenario: Scenario) -> None:
+    """Write ``scenario.resolved.yaml``: the scenario as it ran, every default filled in."""
     atomic_write_text(out / "scenario.resolved.yaml", dump_scenario(scenario))
 
 

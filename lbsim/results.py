@@ -85,18 +85,22 @@ def to_pandas(frame: Any) -> Any:
 
 
 def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is a run folder: ``summary.json`` and an ``iterations`` table."""
     return (path / "summary.json").is_file() and table_path(path, "iterations") is not None
 
 
 def is_sweep_dir(path: Path) -> bool:
+    """Whether ``path`` is a sweep folder: ``results.csv`` and ``runs/``."""
     return (path / "results.csv").is_file() and (path / "runs").is_dir()
 
 
 def is_compare_dir(path: Path) -> bool:
+    """Whether ``path`` is a compare folder: ``compare.csv``."""
     return (path / "compare.csv").is_file()
 
 
 def read_summary(path: Path) -> dict[str, Any]:
+    """A run folder's ``summary.json`` as a dict."""
     return read_json_object(path / "summary.json")
 
 

@@ -77,6 +77,7 @@ class TraceContention:
 
 
 def contention_configs() -> dict[str, type]:
+    """The ``contention`` entries by ``name``: scheduled, markov, trace."""
     return {c.kind: c for c in (ScheduledContention, MarkovContention, TraceContention)}
 
 

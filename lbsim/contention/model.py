@@ -35,7 +35,7 @@ from lbsim.errors import InputError
 from lbsim.rng import stream
 from lbsim.workers import WorkerSpec, select_workers
 
-JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds, bench_simulator test_large_sync)
+JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds)
 _STEP_TYPES = (StepSource, MarkovSource)  # piecewise constant between known change points
 _NO_SEGMENT = (math.inf, -math.inf, 1.0, -1)  # (from, until, factor, sources): matches no time
 
@@ -101,9 +101,11 @@ class WorkerContention:
         return factor, nxt
 
     def compute_factor(self, t: float) -> float:
+        """The compute slowdown factor at time ``t`` (the product of the compute sources)."""
         return self._compute_segment(t)[0]
 
     def network_factor(self, t: float) -> float:
+        """The network slowdown factor at time ``t`` (the product of the network sources)."""
         c = self._nseg
         if c[0] <= t < c[1] and c[3] == len(self.network):
             return c[2]
@@ -154,10 +156,12 @@ class ContentionSource(Protocol):
     """What the model reads of a scenario: its seed and its ``contention`` list."""
 
     @property
-    def seed(self) -> int: ...
+    def seed(self) -> int:
+        """The seed of every random stream of the run."""
 
     @property
-    def contention(self) -> Sequence[ContentionConfig]: ...
+    def contention(self) -> Sequence[ContentionConfig]:
+        """The contention entries, in the scenario's order."""
 
 
 def build_contention(scenario: ContentionSource, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:

@@ -21,7 +21,8 @@ INF = math.inf
 
 
 class TimeSource(Protocol):
-    def segment(self, t: float) -> tuple[float, float]: ...
+    def segment(self, t: float) -> tuple[float, float]:
+        """``(factor, next change)`` at time ``t``: the factor holds from ``t`` until the next change."""
 
 
 class StepSource:
@@ -106,4 +107,5 @@ class IterationSeries:
         self.multipliers = [float(m) for m in multipliers]
 
     def multiplier(self, iteration: int) -> float:
+        """The multiplier of iteration ``iteration`` (the series repeats)."""
         return self.multipliers[iteration % len(self.multipliers)]

@@ -64,6 +64,7 @@ class RunOutcome:
 
     @property
     def label(self) -> str:
+        """The run's label: its scheme (and network in a cross-family compare)."""
         return self.spec.label
 
 

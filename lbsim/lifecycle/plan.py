@@ -65,10 +65,12 @@ class ComparePlan:
 
     @property
     def labels(self) -> tuple[str, ...]:
+        """The runs' labels, in run order."""
         return tuple(r.label for r in self.runs)
 
     @property
     def baseline_run(self) -> RunSpec:
+        """The run every speedup is measured against."""
         return next(r for r in self.runs if r.label == self.baseline)
 
     def describe_baseline(self) -> str:

@@ -154,20 +154,24 @@ def _errno_of(err: BaseException) -> int | None:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (module docstring)."""
     with atomic_file(path) as fh:
         fh.write(text)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (module docstring)."""
     with atomic_file(path, "wb") as fh:
         fh.write(data)
 
 
 def json_text(data: Any) -> str:
+    """``data`` as indented JSON text, keys in their order, with a final newline."""
     return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
 
 def write_json(path: str | Path, data: Any) -> None:
+    """Write ``data`` as indented JSON to ``path`` atomically."""
     atomic_write_text(path, json_text(data))
 
 
@@ -180,6 +184,7 @@ def _cell(v: Any) -> Any:
 
 
 def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A small table as CSV text, floats in the module's always-float form."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)

@@ -70,6 +70,7 @@ def _table(rows: list[tuple[str, str, str, str]]) -> list[str]:
 
 
 def reference_markdown() -> str:
+    """The scenario reference (``docs/scenarios.md``), generated from the schema."""
     lines = [INTRO, "## Top level", ""]
     top = [r for r in help_rows(Scenario) if r[0] not in ("scheme", "network", "contention")]
     lines += _table(top + [

@@ -40,6 +40,7 @@ __all__ = ["ComputeCurve", "ResolvedRun", "WorkerSpec", "build_scheme_for", "che
 
 
 def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
+    """The scenario's workers, group by group: each one's instance, node, links and compute curve t(b)."""
     model = scenario.workload.model
     if model not in catalog.MODELS:
         raise InputError("workload.model", f"unknown model {short_repr(model)}; valid: {', '.join(catalog.model_names())}")
@@ -109,6 +110,7 @@ def overlap_params(scenario: Scenario) -> OverlapParams:
 
 
 def gradient_bytes(scenario: Scenario) -> int:
+    """Bytes of one gradient: the workload's own figure, else the catalog model's."""
     w = scenario.workload
     return w.gradient_bytes if w.gradient_bytes is not None else catalog.MODELS[w.model].gradient_bytes
 
@@ -183,6 +185,7 @@ class ResolvedRun:
 
     @property
     def n(self) -> int:
+        """The number of workers."""
         return len(self.workers)
 
     def contention(self) -> list[WorkerContention]:
@@ -232,4 +235,5 @@ def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> Schem
 
 
 def build_scheme_for(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> Scheme:
+    """The scenario's scheme, built for these workers (its :class:`SchemeContext`)."""
     return build_scheme(scenario.scheme, scheme_context(scenario, workers))

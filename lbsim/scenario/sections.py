@@ -40,6 +40,7 @@ class Workload:
                                           "the catalog's models have none)")
 
     def check(self) -> None:
+        """At least one stop is set: updates, samples or a time budget (the first one reached ends the run)."""
         if self.updates is None and self.time_budget_s is None and self.samples is None:
             raise InputError("updates", "set updates, samples or time_budget_s (or several: whichever comes first)")
 
@@ -67,6 +68,7 @@ class WorkerGroup:
               "extrapolated linearly beyond the ends (never below 0); replaces t0_s/samples_per_s in the engines")
 
     def check(self) -> None:
+        """The group's figures agree with each other (InputError naming the key otherwise)."""
         if self.compute_curve is None:
             return
         if len(self.compute_curve) < 2:
@@ -114,6 +116,7 @@ class AllReduceConfig:
 
 
 def network_configs() -> dict[str, type]:
+    """The ``network`` sections by ``name``: parameter_server, ring_allreduce."""
     return {c.kind: c for c in (ParameterServerConfig, AllReduceConfig)}
 
 
