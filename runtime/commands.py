@@ -59,6 +59,7 @@ def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
 
 
 def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], str], None]) -> int:
+    """``lbsim train``: launch the ranks on this machine, train, write the run folder."""
     scenario = _load(args, args.scheme)
     options = options_from_args(args)
     n = _local_ranks(check_runnable(scenario, options, nproc=args.nproc))
@@ -78,6 +79,7 @@ def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], s
 
 
 def profile(args: Any, out: Path) -> int:
+    """``lbsim profile``: measure this machine's figures and write them as overrides."""
     scenario = _load(args, None)
     options = options_from_args(args)
     n = _local_ranks(_check_profile(scenario, options, args.nproc))
@@ -191,6 +193,7 @@ def _scheme_list(text: str | None) -> list[str]:
 
 
 def print_calibration(cal: dict[str, Any]) -> None:
+    """The profile's t(b) fit per scenario group, as a table."""
     from rich.table import Table
 
     table = Table(title=f"lbsim profile on {cal['host']}: t(b) = t0_s + b / samples_per_s per scenario group")
@@ -208,6 +211,7 @@ def print_calibration(cal: dict[str, Any]) -> None:
 
 
 def print_validation(report: dict[str, Any], *, title: str) -> None:
+    """The validation's errors per scheme, as a table."""
     from rich.table import Table
 
     table = Table(title=title)
@@ -220,6 +224,7 @@ def print_validation(report: dict[str, Any], *, title: str) -> None:
 
 
 def print_repeats(summary: dict[str, Any], *, title: str) -> None:
+    """The spread of the repeated runs per scheme, as a table."""
     from rich.table import Table
 
     table = Table(title=title)
@@ -239,11 +244,13 @@ def _stat(st: dict[str, Any] | None) -> str:
 
 
 def run_failed(err: BaseException) -> int:
+    """Say that the runtime failed, on one line; exit code 1."""
     print(f"lbsim: runtime failed: {' '.join(str(err).split())}", file=sys.stderr)
     return 1
 
 
 def runtime_missing(err: ImportError) -> int:
+    """Say what to install when torch or psutil is missing; exit code 1."""
     print(f"lbsim: the runtime needs torch and psutil ({err}); install with: python3 -m pip install -e \".[runtime]\"",
           file=sys.stderr)
     return 1

@@ -113,6 +113,7 @@ class RuntimeOptions:
     timeout_s: float = 60.0  # a collective that waits longer names the rank that stopped
 
     def pin_cores(self) -> bool:
+        """Whether each rank is pinned to its own cores."""
         return self.affinity == "core" or (self.affinity == "auto" and self.contention == "real")
 
     def compute_device(self) -> Device:

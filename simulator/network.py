@@ -52,6 +52,7 @@ class Lane:
         self._grant_cb = self._grant  # bound once
 
     def request(self) -> simpy.Event:
+        """An event that fires when the lane is this request's (at once if it is free)."""
         if not self.busy and not self.waiting:  # granted on the spot: a timeout of 0 is scheduled
             self.busy = True  # exactly as a succeeded event (now, NORMAL, next id), value None
             return self.env.timeout(0)
@@ -69,6 +70,7 @@ class Lane:
             self.env.schedule(ev)
 
     def release(self) -> None:
+        """Free the lane; the first waiting request gets it."""
         self.busy = False
         if self.waiting:  # simpy's Release event: the head is granted when it is processed
             self.env.timeout(0).callbacks.append(self._grant_cb)  # scheduled as a succeeded event

@@ -92,6 +92,7 @@ class SyncDriver:
                      local=self._next_local)
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
+        """Worker ``w``'s process: pull, compute, push, wait at the barrier, round after round."""
         env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
         it = 0  # the worker's own iteration count (it may sit out a round it was too late for)
         while env.may_update():

@@ -55,6 +55,7 @@ def num(x: Any) -> Any:
 
 
 def est(e: Estimate) -> dict[str, Any]:
+    """An :class:`Estimate` as report data: value, interval, count and method."""
     return {"value": num(e.value), "low": num(e.low), "high": num(e.high), "n": e.n, "method": e.method}
 
 

@@ -27,6 +27,7 @@ from lbsim.errors import InputError
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """Declare ``lbsim advise``'s arguments on its subparser."""
     sp.add_argument("scenario", nargs="?", help="scenario YAML file (or describe the cluster with --cluster)")
     sp.add_argument("--cluster", metavar="LINE", help='workers by GPU or instance name, e.g. "4xV100,4xT4"')
     sp.add_argument("--network", metavar="BANDWIDTH", help="every node's NIC, e.g. 10gbps")

@@ -55,6 +55,7 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
 
 
 def default_samples(model: str) -> tuple[int, str]:
+    """The samples of one epoch of ``model``'s dataset, and how the figure reads in the report."""
     return EPOCH_SAMPLES.get(model, (1_000_000, "1,000,000 samples (no dataset size known for this model)"))
 
 

@@ -50,6 +50,7 @@ NAMES = {"bsp": "BSP", "asp": "ASP", "ssp": "SSP", "dssp": "DSSP", "static": "st
 
 
 def display_name(scheme: str) -> str:
+    """The scheme's name as the report shows it."""
     return NAMES.get(scheme, scheme)
 
 
@@ -104,10 +105,12 @@ class Arm:
 
     @property
     def key(self) -> str:
+        """The arm's key: its scheme."""
         return self.scheme
 
     @property
     def label(self) -> str:
+        """The arm's label in the report: the scheme and its family."""
         return f"{display_name(self.scheme)} ({self.family})"
 
 
@@ -122,6 +125,7 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
+        """The run's folder name: arm, variant, seed."""
         return f"{self.arm}/v{self.variant}/s{self.seed}"
 
 
@@ -138,6 +142,7 @@ class Plan:
     scenarios: dict[tuple[str, int], Scenario] = field(default_factory=dict)  # (arm, variant) -> seed-0 scenario
 
     def runs(self, seeds: Sequence[int] | None = None, variants: Sequence[int] | None = None) -> list[RunSpec]:
+        """Every run of the plan (arms x variants x seeds), optionally only some seeds or variants."""
         out = []
         for arm in self.arms:
             for v in self.variants:

@@ -35,13 +35,17 @@ class ASP:
         check_even_split(self._batches, ctx, self.name)
 
     def batch(self, worker: int) -> int:
+        """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        """ASP keeps no state about pushes."""
         pass
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        """ASP never holds a worker back."""
         return True
 
     def diagnostics(self) -> dict[str, object]:
+        """Nothing to report."""
         return {}

@@ -60,10 +60,13 @@ class BSP:
         check_even_split(self._batches, ctx, "bsp")
 
     def initial_batches(self) -> tuple[int, ...]:
+        """The even split of the global batch."""
         return self._batches
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
+        """The even split again: BSP never resizes."""
         return self._batches
 
     def diagnostics(self) -> dict[str, object]:
+        """Nothing to report."""
         return {}

@@ -42,12 +42,15 @@ class SSP:
         check_even_split(self._batches, ctx, self.name)
 
     def batch(self, worker: int) -> int:
+        """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        """SSP keeps no state about pushes (the clocks are enough)."""
         pass
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        """Whether ``worker`` is at most ``staleness`` clocks ahead of the slowest."""
         return within_bound(clocks[worker], clocks, self.staleness)
 
     def gate_key(self, clocks: Sequence[int]) -> int:
@@ -55,4 +58,5 @@ class SSP:
         return slowest_clock(clocks)
 
     def diagnostics(self) -> dict[str, object]:
+        """Nothing to report."""
         return {}

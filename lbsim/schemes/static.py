@@ -40,10 +40,13 @@ class Static:
             raise InputError("workload.global_batch", f"{err} (scheme static, min_batch {config.min_batch})") from None
 
     def initial_batches(self) -> tuple[int, ...]:
+        """The fixed split, proportional to the workers' speeds."""
         return self._batches
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
+        """The same fixed split."""
         return self._batches
 
     def diagnostics(self) -> dict[str, object]:
+        """Nothing to report."""
         return {}

@@ -84,6 +84,7 @@ class WBSP:
 
     # -- what the engine asks -------------------------------------------------------------------
     def batch(self, worker: int) -> int:
+        """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
     def observe(self, obs: WorkerObservation) -> None:
@@ -127,6 +128,7 @@ class WBSP:
         return True
 
     def diagnostics(self) -> dict[str, object]:
+        """Overlap, rounds, and which worker was designated the slowest."""
         return {
             "wbsp_overlap": self.overlap,
             "wbsp_rounds": self.rounds,
