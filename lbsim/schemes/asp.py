@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lbsim.schemes.base import SchemeContext
-from lbsim.schemes.bsp import check_even_split
+from lbsim.schemes.bsp import EvenShares
 from lbsim.schemes.registry import register_scheme
-from lbsim.sizing.split import even_split
 
 
 @dataclass(frozen=True)
@@ -24,19 +23,14 @@ class ASPConfig:
 
 
 @register_scheme("asp", ASPConfig)
-class ASP:
+class ASP(EvenShares):
     """Asynchronous: push, apply on arrival, pull, never wait."""
 
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
 
     def __init__(self, config: ASPConfig, ctx: SchemeContext) -> None:
-        self._batches = even_split(ctx.global_batch, ctx.workers)
-        check_even_split(self._batches, ctx, self.name)
-
-    def batch(self, worker: int) -> int:
-        """``worker``'s batch: the even share, always."""
-        return self._batches[worker]
+        self._share_evenly(ctx)
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
         """ASP keeps no state about pushes."""

@@ -14,9 +14,8 @@ from typing import ClassVar
 
 from lbsim.fields import param
 from lbsim.schemes.base import SchemeContext, slowest_clock
-from lbsim.schemes.bsp import check_even_split
+from lbsim.schemes.bsp import EvenShares
 from lbsim.schemes.registry import register_scheme
-from lbsim.sizing.split import even_split
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ def within_bound(clock: int, clocks: Sequence[int], staleness: int) -> bool:
 
 
 @register_scheme("ssp", SSPConfig)
-class SSP:
+class SSP(EvenShares):
     """Stale synchronous: run ahead of the slowest by at most `staleness` clocks."""
 
     name: ClassVar[str]
@@ -38,12 +37,7 @@ class SSP:
 
     def __init__(self, config: SSPConfig, ctx: SchemeContext) -> None:
         self.staleness = config.staleness
-        self._batches = even_split(ctx.global_batch, ctx.workers)
-        check_even_split(self._batches, ctx, self.name)
-
-    def batch(self, worker: int) -> int:
-        """``worker``'s batch: the even share, always."""
-        return self._batches[worker]
+        self._share_evenly(ctx)
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
         """SSP keeps no state about pushes (the clocks are enough)."""
