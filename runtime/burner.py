@@ -19,6 +19,10 @@ import signal
 import sys
 import time
 
+from lbsim.contention.model import build_contention
+from lbsim.scenario.loader import load_scenario
+from lbsim.scenario.resolve import resolve_workers
+
 PERIOD_S = 0.02
 MAX_LOOPS_PER_CORE = 8
 
@@ -42,10 +46,6 @@ def _loop(core: int, j: int, t0: float, cont: object, parent: int) -> None:  # p
 
 def main(argv: list[str]) -> int:  # pragma: no cover - exercised through the runtime tests in a subprocess
     """Burn CPU alongside one rank, as hard as its contention schedule says, until the rank goes away."""
-    from lbsim.contention.model import build_contention
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_workers
-
     from .inject import max_factor
 
     args = json.loads(argv[0])

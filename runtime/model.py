@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lbsim.numerics import load_dataset, make_model
+from lbsim.numerics import LRSchedule, load_dataset, make_model
+from lbsim.numerics.lr_rule import update_scale
 from lbsim.rng import stream
 
 from .config import TrainingConfig
@@ -117,8 +118,6 @@ class SGDState:
     (:func:`lbsim.numerics.lr_rule.update_scale`, the same function the simulator's trainer uses)."""
 
     def __init__(self, cfg: TrainingConfig, global_batch: int) -> None:
-        from lbsim.numerics import LRSchedule
-
         self.rule, self.global_batch = cfg.lr_rule, global_batch
         self.schedule = LRSchedule(cfg.lr, **cfg.schedule)
         self.momentum = cfg.momentum
@@ -126,8 +125,6 @@ class SGDState:
         self.buf: torch.Tensor | None = None
 
     def scale(self, samples: int) -> float:
-        from lbsim.numerics.lr_rule import update_scale
-
         return update_scale(self.rule, samples, self.global_batch)
 
     @torch.no_grad()
