@@ -31,6 +31,7 @@ from typing import Any
 
 from lbsim.metrics.writers import write_json
 
+from .records import salvage
 from .worker import Job, spawn_entry
 
 GRACE_S = 3.0  # after the first failure, time for the other ranks' reports
@@ -173,8 +174,6 @@ def diagnose(reports: dict[int, dict[str, Any]], codes: list[int | None], killed
 
 
 def _salvage_all(job: Job, message: str, rank: int | None) -> None:
-    from .records import salvage
-
     for task in job.tasks:
         out = Path(task.out)
         if task.kind == "train" and any(out.glob("*.partial.csv")):

@@ -49,9 +49,11 @@ from lbsim.metrics.run_end import RunEnd
 from lbsim.metrics.writers import atomic_write_text, write_json
 from lbsim.scenario.loader import dump_scenario, load_scenario, scenario_data
 
+from .config import uses_server
 from .dist import Comm, FailureHook, Heartbeat, RankInfo
 from .driver import LoopSpec
 from .loop import run_loop
+from .ps_probe import ps_network
 
 FACTORS = (0.5, 0.75, 1.0, 1.25)
 ROUNDS = 8  # measured rounds per size
@@ -211,9 +213,6 @@ def _mean_probe(raws: tuple[dict[str, Any], ...], name: str, skip: tuple[str, ..
 
 def calibration(scenario: Any, workers_spec: tuple[Any, ...], raw: dict[str, Any]) -> dict[str, Any]:
     """Fits and overrides from a profile's measurements ``raw`` (pure)."""
-    from .config import uses_server
-    from .ps_probe import ps_network
-
     sizes = [int(b) for b in raw["sizes"]]
     compute = {b: raw["compute_s"][str(b)] for b in sizes}
     comm_s = raw["comm_s"]
