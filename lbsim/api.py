@@ -27,9 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lbsim import lifecycle
 from lbsim.errors import InputError
+from lbsim.lifecycle import save_compare, save_run
 from lbsim.lifecycle.execute import CompareOutcome, RunOutcome
-from lbsim.metrics.writers import Format
+from lbsim.metrics.summary import compare_columns
+from lbsim.metrics.writers import Format, rows_to_columns
 from lbsim.results import (
     compare_schemes,
     is_compare_dir,
@@ -83,25 +86,27 @@ class Run:
 
     @property
     def iterations(self) -> Any:
+        """The ``iterations`` table: one row per worker iteration (a pandas DataFrame)."""
         return self.table("iterations")
 
     @property
     def updates(self) -> Any:
+        """The ``updates`` table: one row per model update (a pandas DataFrame)."""
         return self.table("updates")
 
     @property
     def decisions(self) -> Any:
+        """The scheme's ``decisions`` table, for schemes that log their decisions (else None)."""
         return self.table("decisions")
 
     @property
     def numerics(self) -> Any:
+        """The ``numerics`` table: the learning curve of a run in numerics mode (else None)."""
         return self.table("numerics")
 
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002 - as the CLI's --format
         """Write the run folder ``out`` as ``lbsim run --out out --format format`` would (staged: ``out``
         holds this whole run or what it held before); returns ``out``."""
-        from lbsim.lifecycle import save_run
-
         if self._outcome is None:
             raise ValueError("only a simulated run can be saved (a loaded one is already on disk)")
         self.path = save_run(_path(out, "out"), self._outcome, argv=_argv(), fmt=format, option="out")
@@ -115,8 +120,6 @@ def _argv() -> list[str]:
 
 def _run(outcome: RunOutcome) -> Run:
     """A :class:`Run` of the lifecycle's outcome (records kept), its tables as the engine's columns."""
-    from lbsim.metrics.writers import rows_to_columns
-
     result = outcome.result
     if result is None:
         raise ValueError("the lifecycle dropped this run's records")
@@ -137,8 +140,6 @@ def simulate(scenario: str | Path | Scenario, *, scheme: str | None = None,
     type (a scenario that is neither a path nor a Scenario, overrides that are not a mapping) a TypeError.
     The run goes through the same lifecycle and guards as ``lbsim run`` (:mod:`lbsim.lifecycle`).
     """
-    from lbsim import lifecycle
-
     return _run(lifecycle.run(lifecycle.plan_run(scenario, scheme=scheme, overrides=overrides)))
 
 
@@ -159,8 +160,6 @@ class Comparison:
     def save(self, out: str | Path, *, format: Format = "csv") -> Path:  # noqa: A002
         """Write ``out/<scheme>/`` for each run and ``out/compare.csv``, as ``lbsim compare --out out``
         (staged: ``out`` holds this whole comparison or what it held before)."""
-        from lbsim.lifecycle import save_compare
-
         if self._outcome is None:
             raise ValueError("only a computed comparison can be saved (a loaded one is already on disk)")
         folder = save_compare(_path(out, "out"), self._outcome, argv=_argv(), fmt=format, option="out")
@@ -172,8 +171,6 @@ class Comparison:
 
 def _summary_frame(rows: Sequence[dict[str, Any]]) -> Any:
     import pandas as pd
-
-    from lbsim.metrics.summary import compare_columns
 
     columns = compare_columns(rows)
     return pd.DataFrame([{c: s.get(c) for c in columns} for s in rows], columns=columns)
@@ -191,8 +188,6 @@ def compare(scenario: str | Path | Scenario, schemes: str | Sequence[str], *,
     Cross-family compare; ``network_variant={"parameter_server.shards": 8}`` overrides a derived key).
     The same lifecycle and guards as ``lbsim compare``, equal work included.
     """
-    from lbsim import lifecycle
-
     plan = lifecycle.plan_compare(scenario, schemes, overrides=overrides, baseline=baseline, cross_family=cross_family,
                                   network_variant=network_variant)
     outcome = lifecycle.compare(plan)
@@ -228,6 +223,7 @@ class Sweep:
 
 
 def load_run(path: str | Path) -> Run:
+    """A :class:`Run` read back from a run folder; InputError if ``path`` is not one."""
     p = _path(path, "path")
     if not is_run_dir(p):
         raise InputError(str(path), "not a run folder (needs summary.json and iterations.csv or .parquet)")

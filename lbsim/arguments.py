@@ -16,10 +16,12 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse with the product's error style (docs/references.md §9): one line on stderr, exit code 2, no usage dump."""
 
     def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        """Exit 2 with the message on one line and a pointer to ``--help``."""
         self.exit(2, f"{self.prog}: error: {one_line(message)} (see `{self.prog} --help`)\n")
 
 
 def one_line(text: object) -> str:
+    """``text`` with every run of white space as one space."""
     return " ".join(str(text).split())
 
 

@@ -1,8 +1,9 @@
 """The ``lbsim`` command line: run | compare | sweep | advise | plot | train | profile | validate | schemes | catalog.
 
 Exit codes (docs/references.md §9): 0 success, 2 invalid input (one line naming the key path, no
-traceback, nothing written), 1 anything else. Engines are imported inside the commands that
-need them, so ``lbsim schemes`` never loads simpy.
+traceback, nothing written), 1 anything else. Each command imports what it uses when it runs
+(the lifecycle, sweeps, plots, advise, an engine), because the parser is built on every call:
+``lbsim --help`` and ``lbsim schemes`` stay quick and load no engine (neither simpy nor torch).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def _argv() -> list[str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``lbsim run``: plan the run, simulate it into its folder, print the summary."""
     from lbsim import lifecycle
 
     spec = lifecycle.plan_run(args.scenario, scheme=args.scheme, overrides=args.set, option="--scheme")
@@ -81,6 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    """``lbsim compare``: plan the schemes' runs (guards included), run them, write and print the table."""
     from lbsim import lifecycle
 
     plan = lifecycle.plan_compare(args.scenario, args.schemes, overrides=args.set, baseline=args.baseline,
@@ -113,6 +116,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``lbsim sweep``: expand the sweep, run its points on the chosen backend, write the results."""
     from lbsim.lifecycle.guards import check_jobs, default_out, out_folder
     from lbsim.sweep.backends import DaskPool, LocalPool
     from lbsim.sweep.expand import load_sweep
@@ -155,6 +159,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
+    """``lbsim plot``: draw the figures of a run, compare or sweep folder."""
     from lbsim.plots import PLOTS, plot_dir
 
     problems: list[str] = []
@@ -168,7 +173,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_schemes(args: argparse.Namespace) -> int:
-    from lbsim.scenario.fields import help_rows
+    """``lbsim schemes``: every registered scheme with its parameters."""
+    from lbsim.fields import help_rows
     from lbsim.schemes.registry import scheme_configs, scheme_summary
 
     for name, cfg in sorted(scheme_configs().items()):
@@ -179,6 +185,7 @@ def cmd_schemes(args: argparse.Namespace) -> int:
 
 
 def cmd_catalog(args: argparse.Namespace) -> int:
+    """``lbsim catalog``: the sourced instances and models (optionally one model's rows)."""
     from rich.table import Table
 
     from lbsim.scenario import catalog
@@ -241,6 +248,7 @@ def _runtime(command: str, args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``lbsim calibrate``: fit the model to measured step times, on the lifecycle's default engine."""
     from lbsim.calibration.command import run
     from lbsim.lifecycle.engines import default_engine
 
@@ -248,28 +256,34 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_advise(args: argparse.Namespace) -> int:
+    """``lbsim advise``: which scheme to use on a cluster (:mod:`lbsim.advise`)."""
     from lbsim.advise.command import cmd_advise as advise
 
     return advise(args, _ARGV)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """``lbsim train``: the scenario on the torch.distributed runtime."""
     return _runtime("train", args)
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    """``lbsim profile``: measure this machine's figures on the runtime."""
     return _runtime("profile", args)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    """``lbsim validate``: profile, run the runtime and the calibrated simulator, report their errors."""
     return _runtime("validate", args)
 
 
 def cmd_profile_model(args: argparse.Namespace) -> int:
+    """``lbsim profile-model``: measure a torch module's step time t(b) on this machine."""
     return _runtime("profile-model", args)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``lbsim`` argument parser, every command's subparser included."""
     from lbsim.advise.command import add_arguments as advise_arguments
     from lbsim.calibration.command import add_arguments as calibration_arguments
 

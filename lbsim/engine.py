@@ -46,5 +46,6 @@ class RunResult:
 class Engine(Protocol):
     """Runs one loaded, checked scenario and returns its records; writes nothing."""
 
-    def __call__(self, scenario: Scenario, progress: ProgressFn | None = None) -> RunResult: ...
+    def __call__(self, scenario: Scenario, progress: ProgressFn | None = None) -> RunResult:
+        """Run a checked scenario; ``progress`` gets the fraction done as the run goes."""
 

@@ -43,6 +43,7 @@ import numpy as np
 
 
 def bytes_per_s(gbps: float) -> float:
+    """A link's rate in bytes per second from gigabits per second."""
     return gbps * 1e9 / 8.0
 
 
@@ -71,6 +72,7 @@ class DataLayout:
         return max(0.0, 1.0 - math.fsum(w.local_fraction for w in self.workers))
 
     def local_s_per_sample(self, worker: int) -> float:
+        """Seconds for ``worker`` to read one sample from its local shard."""
         return self.sample_bytes / bytes_per_s(self.workers[worker].local_gbps)
 
     def remote_s_per_sample(self, worker: int, network_factor: float = 1.0) -> float:

@@ -11,14 +11,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from lbsim.errors import InputError
+from lbsim.limits import MAX_YAML_BYTES
 
 SWEEP_KEYS = frozenset({"base", "factors", "zip", "repetitions"})
 SCENARIO_KEYS = frozenset({"workload", "cluster", "network", "contention", "numerics", "data", "seed", "scheme"})
 
 
 def _top_keys(path: str | Path) -> set[str] | None:
-    from lbsim.limits import MAX_YAML_BYTES
-
     p = Path(path)
     try:
         if not p.is_file() or p.stat().st_size > MAX_YAML_BYTES:

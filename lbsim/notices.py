@@ -14,8 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from lbsim.scenario.resolve import gradient_bytes, resolve_workers
+
 
 def scenario_notices(scenario: Any) -> list[str]:
+    """Warnings about the scenario itself: a scheduled ``slowdown`` below 1 (a speed-up)."""
     out = []
     for i, entry in enumerate(getattr(scenario, "contention", ()) or ()):
         slowdown = getattr(entry, "slowdown", None)
@@ -26,9 +29,9 @@ def scenario_notices(scenario: Any) -> list[str]:
 
 
 def run_notices(scenario: Any, summary: dict[str, Any]) -> list[str]:
+    """Why a run made no model update (its first iteration never ended within the budget), or nothing."""
     if summary.get("updates"):
         return []
-    from lbsim.scenario.resolve import gradient_bytes, resolve_workers
 
     workers = resolve_workers(scenario)
     share = max(round(scenario.workload.global_batch / max(len(workers), 1)), 1)

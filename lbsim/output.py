@@ -24,10 +24,9 @@ from lbsim.provenance import INVOCATION, PROVENANCE, invocation, provenance
 from lbsim.scenario.loader import dump_scenario
 from lbsim.scenario.schema import Scenario
 
-TABLES = ("iterations", "updates", "decisions", "numerics")
-
 
 def write_scenario(out: Path, scenario: Scenario) -> None:
+    """Write ``scenario.resolved.yaml``: the scenario as it ran, every default filled in."""
     atomic_write_text(out / "scenario.resolved.yaml", dump_scenario(scenario))
 
 

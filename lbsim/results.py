@@ -23,7 +23,7 @@ import numpy as np
 
 from lbsim.errors import InputError
 from lbsim.metrics.records import ITERATION_DTYPES, UPDATE_DTYPES
-from lbsim.metrics.writers import FORMATS
+from lbsim.metrics.writers import FORMATS, TABLE_FORMATS
 
 KNOWN_DTYPES: dict[str, dict[str, type]] = {"iterations": ITERATION_DTYPES, "updates": UPDATE_DTYPES}
 
@@ -52,10 +52,8 @@ def read_frame(path: Path, name: str | None = None) -> Any:
 
     known = KNOWN_DTYPES.get(name or path.name.split(".")[0], {})
     try:
-        if path.suffix == ".parquet":
-            return pl.read_parquet(path)
-        overrides = {c: _polars_dtype(t) for c, t in known.items()}
-        return pl.read_csv(path, schema_overrides=overrides or None, infer_schema_length=None)
+        table_format = TABLE_FORMATS.get(path.suffix.lstrip("."), TABLE_FORMATS["csv"])
+        return table_format.read(path, {c: _polars_dtype(t) for c, t in known.items()})
     except (OSError, pl.exceptions.PolarsError) as err:
         raise InputError(str(path), f"cannot read the table ({type(err).__name__}: {str(err).splitlines()[0][:200]}); "
                                     f"{CORRUPT}") from None
@@ -87,18 +85,22 @@ def to_pandas(frame: Any) -> Any:
 
 
 def is_run_dir(path: Path) -> bool:
+    """Whether ``path`` is a run folder: ``summary.json`` and an ``iterations`` table."""
     return (path / "summary.json").is_file() and table_path(path, "iterations") is not None
 
 
 def is_sweep_dir(path: Path) -> bool:
+    """Whether ``path`` is a sweep folder: ``results.csv`` and ``runs/``."""
     return (path / "results.csv").is_file() and (path / "runs").is_dir()
 
 
 def is_compare_dir(path: Path) -> bool:
+    """Whether ``path`` is a compare folder: ``compare.csv``."""
     return (path / "compare.csv").is_file()
 
 
 def read_summary(path: Path) -> dict[str, Any]:
+    """A run folder's ``summary.json`` as a dict."""
     return read_json_object(path / "summary.json")
 
 

@@ -204,7 +204,7 @@ def staged_run(out: Path, *, keep_on: tuple[type[BaseException], ...] = ()) -> I
 # A default folder (no --out: runs/<scenario>/<scheme>, .../compare, .../runtime/<scheme>, ...) that
 # already holds a run is kept: the new run gets the first free name DIR-2, DIR-3, ... and the
 # command says so on stderr. --replace writes over the default folder instead. A folder named with
-# --out is the user's choice: a run there replaces the earlier one whole (as issue 16 set), and the
+# --out is the user's choice: a run there replaces the earlier one whole, and the
 # command says that it did. Nothing else is ever replaced.
 
 MAX_FRESH_NAMES = 10_000  # DIR-2 .. DIR-10000: beyond, the user is asked to choose

@@ -22,6 +22,7 @@ WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, 
 
 
 def is_broken_pipe(err: BaseException) -> bool:
+    """Whether ``err`` is a closed pipe (the reader went away, e.g. ``| head``)."""
     return isinstance(err, BrokenPipeError) or (isinstance(err, OSError) and err.errno == errno.EPIPE)
 
 

@@ -19,12 +19,17 @@ import signal
 import sys
 import time
 
+from lbsim.contention.model import build_contention
+from lbsim.scenario.loader import load_scenario
+from lbsim.scenario.resolve import resolve_workers
+
+from .inject import max_factor, time_factor
+
 PERIOD_S = 0.02
 MAX_LOOPS_PER_CORE = 8
 
 
 def _loop(core: int, j: int, t0: float, cont: object, parent: int) -> None:  # pragma: no cover - runs in a child
-    from lbsim.runtime.inject import time_factor
 
     os.sched_setaffinity(0, {core})
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
@@ -41,11 +46,7 @@ def _loop(core: int, j: int, t0: float, cont: object, parent: int) -> None:  # p
 
 
 def main(argv: list[str]) -> int:  # pragma: no cover - exercised through the runtime tests in a subprocess
-    from lbsim.contention.model import build_contention
-    from lbsim.runtime.inject import max_factor
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_workers
-
+    """Burn CPU alongside one rank, as hard as its contention schedule says, until the rank goes away."""
     args = json.loads(argv[0])
     scenario = load_scenario(args["scenario"], args["overrides"])
     workers = resolve_workers(scenario)

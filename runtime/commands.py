@@ -2,6 +2,10 @@
 
 The simulator is never imported here: ``validate`` receives the function that simulates and writes
 one run from the CLI (``lbsim.cli`` imports the simulator inside the command).
+
+Imports: at module level only what loads without torch, so that ``lbsim train`` without the
+runtime extra can say what to install; torch and the modules that need it are imported by the
+command that uses them.
 """
 
 from __future__ import annotations
@@ -14,16 +18,24 @@ from typing import Any
 
 from lbsim.errors import InputError
 from lbsim.limits import MAX_LOCAL_RANKS, MAX_REPEATS
+from lbsim.metrics.writers import write_json
+from lbsim.notices import cores_notice
+from lbsim.progress import LazyProgress
 from lbsim.run_folder import staged_run
-from lbsim.runtime.config import check_runnable, uses_server, world_size
-from lbsim.runtime.worker import Job, Task, options_from_args
+from lbsim.scenario.loader import load_scenario
+from lbsim.scenario.resolve import resolve_workers
+from lbsim.schemes.registry import BASELINE_SCHEME, scheme_configs
+from lbsim.tables import console, table_width
+
+from .config import check_runnable, uses_server, world_size
+from .launch import RuntimeFailure, launch
+from .validate import REPEAT_METRICS, TABLE, Monotone, compare_runs, repeat_summary, validation_report
+from .worker import Job, Task, options_from_args
 
 DEFAULT_VALIDATE_SCHEMES = ("bsp", "lbbsp")
 
 
 def _load(args: Any, scheme: str | None) -> Any:
-    from lbsim.scenario.loader import load_scenario
-
     return load_scenario(args.scenario, args.set, scheme=scheme)
 
 
@@ -37,27 +49,21 @@ def _local_ranks(ranks: int) -> int:
 
 
 def _warn_cores(ranks: int, options: Any) -> None:
-    from lbsim.notices import cores_notice
-
     if (line := cores_notice(ranks, options.threads)) is not None:
         print(f"lbsim: warning: {line}", file=sys.stderr)
 
 
 def _launch(job: Job, nproc: int, label: str, quiet: bool) -> None:
-    from lbsim.progress import LazyProgress
-    from lbsim.runtime.launch import launch
-    from lbsim.runtime.validate import Monotone
-
     with LazyProgress(label, enabled=None if not quiet else False) as bar:
         launch(job, nproc, progress=Monotone(bar.update))
 
 
 def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], str], None]) -> int:
+    """``lbsim train``: launch the ranks on this machine, train, write the run folder."""
     scenario = _load(args, args.scheme)
     options = options_from_args(args)
     n = _local_ranks(check_runnable(scenario, options, nproc=args.nproc))
     _warn_cores(n, options)
-    from lbsim.runtime.launch import RuntimeFailure
 
     # a crashed rank's run is still one complete record (failure.json, the rounds before it): swapped in too
     with staged_run(out, keep_on=(RuntimeFailure,)) as stage:
@@ -73,6 +79,7 @@ def train(args: Any, out: Path, summary_table: Callable[[list[dict[str, Any]], s
 
 
 def profile(args: Any, out: Path) -> int:
+    """``lbsim profile``: measure this machine's figures and write them as overrides."""
     scenario = _load(args, None)
     options = options_from_args(args)
     n = _local_ranks(_check_profile(scenario, options, args.nproc))
@@ -92,8 +99,6 @@ def _check_profile(scenario: Any, options: Any, nproc: int | None) -> int:
     whose scheme uses a parameter server is profiled with the server's rank too (its costs are
     probed, :mod:`lbsim.runtime.ps_probe`). Returns the ranks to start."""
     from dataclasses import replace
-
-    from lbsim.schemes.registry import BASELINE_SCHEME, scheme_configs
 
     workers = check_runnable(replace(scenario, scheme=scheme_configs()[BASELINE_SCHEME]()), options)
     ranks = world_size(workers, [scenario.scheme.kind])
@@ -142,11 +147,7 @@ def _validate_into(out: Path, args: Any, names: list[str], options: Any, n: int,
                    simulate_to: Callable[[Any, Path, str], dict[str, Any]],
                    repeats: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Run the validation into ``out``; each repeat's reports, and their summary when ``repeats > 1``."""
-    from lbsim.metrics.writers import write_json
-    from lbsim.runtime.profile import calibration, pool
-    from lbsim.runtime.validate import compare_runs, repeat_summary, validation_report
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_workers
+    from .profile import calibration, pool
 
     # one set of processes for every repeat, so one progress bar over all of them
     dirs = [out] if repeats == 1 else [out / f"repeat_{r + 1}" for r in range(repeats)]
@@ -192,9 +193,8 @@ def _scheme_list(text: str | None) -> list[str]:
 
 
 def print_calibration(cal: dict[str, Any]) -> None:
+    """The profile's t(b) fit per scenario group, as a table."""
     from rich.table import Table
-
-    from lbsim.tables import console, table_width
 
     table = Table(title=f"lbsim profile on {cal['host']}: t(b) = t0_s + b / samples_per_s per scenario group")
     for col in ("group", "workers", "batch sizes", "mean compute (s)", "t0_s", "samples/s", "jitter_cv"):
@@ -211,10 +211,8 @@ def print_calibration(cal: dict[str, Any]) -> None:
 
 
 def print_validation(report: dict[str, Any], *, title: str) -> None:
+    """The validation's errors per scheme, as a table."""
     from rich.table import Table
-
-    from lbsim.runtime.validate import TABLE
-    from lbsim.tables import console, table_width
 
     table = Table(title=title)
     table.add_column("scheme")
@@ -226,10 +224,8 @@ def print_validation(report: dict[str, Any], *, title: str) -> None:
 
 
 def print_repeats(summary: dict[str, Any], *, title: str) -> None:
+    """The spread of the repeated runs per scheme, as a table."""
     from rich.table import Table
-
-    from lbsim.runtime.validate import REPEAT_METRICS
-    from lbsim.tables import console, table_width
 
     table = Table(title=title)
     table.add_column("scheme")
@@ -248,11 +244,13 @@ def _stat(st: dict[str, Any] | None) -> str:
 
 
 def run_failed(err: BaseException) -> int:
+    """Say that the runtime failed, on one line; exit code 1."""
     print(f"lbsim: runtime failed: {' '.join(str(err).split())}", file=sys.stderr)
     return 1
 
 
 def runtime_missing(err: ImportError) -> int:
+    """Say what to install when torch or psutil is missing; exit code 1."""
     print(f"lbsim: the runtime needs torch and psutil ({err}); install with: python3 -m pip install -e \".[runtime]\"",
           file=sys.stderr)
     return 1
@@ -260,8 +258,6 @@ def runtime_missing(err: ImportError) -> int:
 
 def handle(fn: Callable[..., int], *args: Any) -> int:
     """Run a runtime command; a failed rank is exit code 1 with the launcher's one-line diagnosis."""
-    from lbsim.runtime.launch import RuntimeFailure
-
     try:
         return fn(*args)
     except RuntimeFailure as err:
@@ -279,9 +275,7 @@ def profile_model(args: Any, out: Path) -> int:
     """``lbsim profile-model SPEC``: one module's measured t(b) on this device, written to ``out``."""
     import torch
 
-    from lbsim.metrics.writers import write_json
-    from lbsim.progress import LazyProgress
-    from lbsim.runtime.profile_module import catalog_source, check_request, profile_module
+    from .profile_module import catalog_source, check_request, profile_module
 
     batches = _int_list(args.batches, "--batches")
     shape = _int_list(args.input_shape, "--input-shape")

@@ -22,6 +22,11 @@ from typing import Any, Literal
 
 from lbsim.errors import InputError
 from lbsim.limits import MAX_HISTORY
+from lbsim.numerics import lr_rule, models, optim
+from lbsim.numerics.datasets import DEFAULT_DATASET
+from lbsim.scenario.resolve import resolve_run
+from lbsim.schemes.registry import scheme_class, scheme_names
+from lbsim.workers import select_workers
 
 RENDEZVOUS_ENV = ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
@@ -61,8 +66,6 @@ here runs (``DRIVER_LOOPS[driver].runner()``, rank entry point :mod:`lbsim.runti
 
 def driver_of(scheme: str) -> str:
     """The driver of the registered scheme ``scheme`` (an InputError naming the valid ones if unknown)."""
-    from lbsim.schemes.registry import scheme_class
-
     return str(scheme_class(scheme).driver)  # type: ignore[attr-defined]
 
 
@@ -73,8 +76,6 @@ def scheme_kind(scenario: Any) -> str:
 
 def supported_schemes() -> list[str]:
     """Registered schemes whose driver the runtime has a loop for."""
-    from lbsim.schemes.registry import scheme_names
-
     return [s for s in scheme_names() if driver_of(s) in DRIVER_LOOPS]
 
 
@@ -113,6 +114,7 @@ class RuntimeOptions:
     timeout_s: float = 60.0  # a collective that waits longer names the rank that stopped
 
     def pin_cores(self) -> bool:
+        """Whether each rank is pinned to its own cores."""
         return self.affinity == "core" or (self.affinity == "auto" and self.contention == "real")
 
     def compute_device(self) -> Device:
@@ -143,9 +145,6 @@ def _numerics_section(scenario: Any) -> Any:
 
 def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
     """Model/optimiser: flag > scenario ``numerics`` section > numerics-core defaults."""
-    from lbsim.numerics import lr_rule, models, optim
-    from lbsim.numerics.datasets import DEFAULT_DATASET
-
     sec = _numerics_section(scenario)
 
     def pick(flag: Any, *names: str, default: Any) -> Any:
@@ -187,8 +186,6 @@ def training_config(scenario: Any, options: RuntimeOptions) -> TrainingConfig:
 def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None = None) -> int:
     """Every reason the runtime cannot run ``scenario`` as an InputError; returns the ranks it needs
     (one per worker, plus the parameter server's for the schemes that use one)."""
-    from lbsim.scenario.resolve import resolve_run
-
     name = scenario.scheme.kind
     if driver_of(name) not in DRIVER_LOOPS:
         raise InputError(
@@ -202,8 +199,6 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
     # defends against a Byzantine rank, which is what such a run shows.
     byzantine = getattr(getattr(scenario, "numerics", None), "byzantine", None)
     if byzantine is not None:
-        from lbsim.scenario.workers import select_workers
-
         select_workers(byzantine.workers, resolve_run(scenario).workers, "numerics.byzantine.workers")
     if options.contention == "real" and getattr(scenario.scheme, "predictor", None) == "oracle":
         raise InputError("scheme.predictor", "oracle needs the future slowdown, which the runtime knows only with --contention emulated")

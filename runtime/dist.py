@@ -34,7 +34,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from lbsim.runtime.config import RENDEZVOUS_ENV
+from .config import RENDEZVOUS_ENV
 
 FAIL_ENV = "LBSIM_RUNTIME_FAIL"
 
@@ -112,6 +112,7 @@ class Heartbeat:
         self.round = 0
 
     def beat(self, round_: int) -> None:
+        """Record that this rank reached round ``round_``."""
         self.round = round_
         if self.shared is not None:
             self.shared[self.rank] = float(round_)
@@ -158,9 +159,11 @@ class Comm:
         return torch.stack(out)
 
     def all_reduce(self, t: torch.Tensor, what: str, round_: int) -> None:
+        """Sum ``t`` over the ranks, in place."""
         self._in_place(t, what, round_, dist.all_reduce, op=dist.ReduceOp.SUM, group=self.group)
 
     def broadcast(self, t: torch.Tensor, what: str, round_: int = -1) -> None:
+        """Rank 0's ``t`` to every rank, in place."""
         self._in_place(t, what, round_, dist.broadcast, 0, group=self.group)
 
     def all_to_all(self, recv: torch.Tensor, send: torch.Tensor, what: str, round_: int) -> None:
@@ -172,11 +175,13 @@ class Comm:
             recv.copy_(out)
 
     def broadcast_object(self, obj: Any, what: str) -> Any:
+        """Rank 0's ``obj`` on every rank."""
         box = [obj]
         self._call(what, -1, dist.broadcast_object_list, box, 0, group=self.group, device=self.info.comm_device)
         return box[0]
 
     def barrier(self, what: str, round_: int = -1) -> None:
+        """Wait until every rank is here."""
         if self.info.backend == "nccl":
             self._call(what, round_, dist.barrier, group=self.group, device_ids=[self.info.local_rank])
         else:

@@ -29,7 +29,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lbsim.runtime.worker import Job, spawn_entry
+from lbsim.metrics.writers import write_json
+
+from .records import salvage
+from .worker import Job, spawn_entry
 
 GRACE_S = 3.0  # after the first failure, time for the other ranks' reports
 
@@ -171,15 +174,11 @@ def diagnose(reports: dict[int, dict[str, Any]], codes: list[int | None], killed
 
 
 def _salvage_all(job: Job, message: str, rank: int | None) -> None:
-    from lbsim.runtime.records import salvage
-
     for task in job.tasks:
         out = Path(task.out)
         if task.kind == "train" and any(out.glob("*.partial.csv")):
             salvage(out, {"error": message, "rank": rank, "note": "records up to the last complete round"})
         elif task.kind == "train" and (out / "failure.json").exists():
-            from lbsim.metrics.writers import write_json
-
             data = json.loads((out / "failure.json").read_text(encoding="utf-8"))
             data.update(error=message, rank=rank, rank_0_saw=data.get("error"))
             write_json(out / "failure.json", data)

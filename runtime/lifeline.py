@@ -1,7 +1,7 @@
 """A rank never outlives the process that started it (the ``lbsim`` launcher or the ``torchrun`` agent).
 
-Killing the launcher (even with SIGKILL, which no handler sees) used to leave its ranks running to
-the end of their run. Each rank now calls :func:`die_with_parent` first thing:
+Killing the launcher (even with SIGKILL, which no handler sees) would leave its ranks running to
+the end of their run. Each rank calls :func:`die_with_parent` first thing:
 
 * on Linux, ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills the rank the moment its parent
   exits; a parent that died before the call is caught by comparing ``getppid()`` with the pid the

@@ -62,11 +62,12 @@ from lbsim.fetch import arrival_order, fetch_schedule
 from lbsim.numerics.byzantine import DEFAULT_SCALE, corrupt
 from lbsim.numerics.sampling import ShardStream, SharedStream, shard_indices
 from lbsim.rng import stream
-from lbsim.runtime.ddp.hook import weighted_gradient
-from lbsim.runtime.dist import Comm
-from lbsim.runtime.model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 from lbsim.scenario.data import resolve_data
-from lbsim.scenario.workers import select_workers
+from lbsim.workers import select_workers
+
+from .ddp.hook import weighted_gradient
+from .dist import Comm
+from .model import DATA_STREAM  # the shared sample stream, as the numerics trainer's
 
 SHARDS_STREAM = ("numerics", "shards")
 BYZANTINE_STREAM = ("numerics", "byzantine")
@@ -109,7 +110,7 @@ class DataFetch:
 
 
 class LocalitySampler:
-    """This rank's samples as the numerics trainer draws them with shards (the ``next`` of BatchSlicer).
+    """This rank's samples as the numerics trainer draws them with shards (the shared stream's draws, in worker order, plus each worker's shard).
 
     Worker w draws ``l_w`` from its own shard stream and the rest from the shared stream, whose
     draws are made in worker order; a worker without a shard (or ``l_w = 0``) takes its whole

@@ -31,65 +31,20 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
 from lbsim.contention.model import build_contention
-from lbsim.metrics.run_end import RunEnd
-from lbsim.runtime.config import RuntimeOptions, TrainingConfig
-from lbsim.runtime.ddp.decision import Decider, round_observation
-from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from lbsim.runtime.inject import Injection
-from lbsim.runtime.loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
-from lbsim.runtime.model import FlatModel, SGDState, TrainData
-from lbsim.runtime.records import FIELDS, F, RoundLog
-from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.base import RoundObservation, aggregation_of
 
-
-@dataclass
-class LoopSpec:
-    """One run of the loop."""
-
-    scenario: Any
-    workers: tuple[Any, ...]
-    training: TrainingConfig
-    options: RuntimeOptions
-    scheme_factory: Callable[[], Any]  # called on rank 0 only
-    run_end: RunEnd  # when the run ends (update/sample targets, time budget), the simulator's rule
-    inject: bool  # apply the scenario's contention (False while profiling)
-    out: Path | None  # rank 0 streams partial records here
-    scenario_path: str = ""
-    overrides: tuple[str, ...] = ()
-
-    def is_last(self, k: int, t: float | None, samples: int = 0) -> bool:
-        """Update k (``samples`` applied so far, its own included), applied at time t, is the run's last.
-
-        Every loop asks :meth:`RunEnd.update_made` on an update's own time before applying it; the
-        servers pass the time the apply ended (no later update can be made once it is past the
-        budget), the sync loop passes ``None``: it decides at compute end, before the round's
-        update, and tests the budget at the end of the round's all-reduce."""
-        end = self.run_end
-        return end.reached(k + 1, samples) or (t is not None and not end.update_made(t))
-
-    def fraction(self, k: int, t: float, samples: int = 0) -> float:
-        return self.run_end.fraction(k + 1, samples, t)
-
-
-@dataclass
-class LoopResult:
-    w: torch.Tensor
-    log: RoundLog | None  # rank 0 only
-    scheme: Any  # rank 0 only
-    end_s: float
-    replicas_identical: bool
-    notes: list[str]
-    decision_s: float = 0.0  # rank 0: mean time of the scheme's next_batches call per round
+from .ddp.decision import Decider, round_observation
+from .dist import Comm, FailureHook, Heartbeat, RankInfo
+from .driver import LoopResult, LoopSpec, injection_for, not_injected
+from .loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
+from .model import FlatModel, SGDState, TrainData
+from .records import FIELDS, F, RoundLog
+from .resources import ResourceReader
 
 
 def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:
@@ -99,28 +54,6 @@ def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:
     compute_s = [float(e - s) - f for s, e, f in zip(col["start_s"], col["compute_end_s"], col["fetch_s"], strict=True)]
     return round_observation(k, t, col["batch"], compute_s, col["cpu_available"], col["mem_available"],
                              oracle_slowdown=col["oracle_slowdown"], fetch_s=col["fetch_s"], local=col["local"])
-
-
-def injection_for(spec: LoopSpec, worker: int, cores: list[int] | None, cont: Any = None) -> Injection:
-    """The contention ``worker`` runs under in a loop of ``spec`` (none while profiling); ``cont``: its
-    :class:`~lbsim.contention.model.WorkerContention` if already built."""
-    if cont is None:
-        cont = build_contention(spec.scenario, spec.workers)[worker]
-    return Injection(cont, mode=spec.options.contention if spec.inject else None, scenario=spec.scenario_path,
-                     overrides=list(spec.overrides), worker=worker, cores=cores,
-                     horizon_s=spec.run_end.budget_s or 24 * 3600.0)
-
-
-def not_injected(conts: list[Any], mode: str, data: bool = False) -> list[str]:
-    """What of the scenario's contention this mode does not reproduce (reported in the summary)."""
-    notes = []
-    for i, c in enumerate(conts):
-        if c.network:
-            notes.append(f"worker {i}: network contention slows only the emulated data fetch, not the all-reduce" if data
-                         else f"worker {i}: network contention is not injected by the runtime")
-        if mode == "real" and c.iterations:
-            notes.append(f"worker {i}: per-iteration trace multipliers are not applied in real mode")
-    return notes
 
 
 def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel,
@@ -135,7 +68,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     fetcher = DataFetch(spec.scenario, spec.workers, r, cont, spec.inject)
     layout = fetcher.layout
     fractions = [wd.local_fraction for wd in layout.workers] if layout is not None else [0.0] * n
-    sampler = LocalitySampler(int(data.X_train.shape[0]), seed, r, fractions)  # no shards: lbsim.runtime.model.BatchSlicer's draws
+    sampler = LocalitySampler(int(data.X_train.shape[0]), seed, r, fractions)  # no shards: the shared stream's draws, in worker order
     byzantine = Byzantine(spec.scenario, spec.workers, r)
     notes = not_injected(conts, spec.options.contention, layout is not None) if spec.inject and r == 0 else []
     if r == 0 and byzantine.note():

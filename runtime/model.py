@@ -21,9 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lbsim.numerics import SharedStream, load_dataset, make_model
+from lbsim.numerics import LRSchedule, load_dataset, make_model
+from lbsim.numerics.lr_rule import update_scale
 from lbsim.rng import stream
-from lbsim.runtime.config import TrainingConfig
+
+from .config import TrainingConfig
 
 INIT_STREAM = ("numerics", "init")
 """Name of the random stream the initial weights are drawn from (``lbsim.rng.stream(seed, *INIT_STREAM)``)."""
@@ -110,27 +112,12 @@ def load_data(cfg: TrainingConfig, *, dtype: torch.dtype, device: torch.device) 
     )
 
 
-class BatchSlicer:
-    """Every rank's view of the shared sample stream: draw the global batch, keep this rank's slice."""
-
-    def __init__(self, n_train: int, seed: int, rank: int) -> None:
-        self.stream = SharedStream(n_train, stream(seed, *DATA_STREAM))
-        self.rank = rank
-
-    def next(self, batches: tuple[int, ...] | list[int]) -> np.ndarray:
-        idx = self.stream.draw(int(sum(batches)))
-        lo = int(sum(batches[: self.rank]))
-        return idx[lo:lo + int(batches[self.rank])]
-
-
 class SGDState:
     """``lbsim.numerics.SGD``'s rule on a torch tensor: ``buf = m buf + scale g``; ``w -= lr_t buf``,
     ``scale`` the learning-rate rule's factor for the samples the update holds
     (:func:`lbsim.numerics.lr_rule.update_scale`, the same function the simulator's trainer uses)."""
 
     def __init__(self, cfg: TrainingConfig, global_batch: int) -> None:
-        from lbsim.numerics import LRSchedule
-
         self.rule, self.global_batch = cfg.lr_rule, global_batch
         self.schedule = LRSchedule(cfg.lr, **cfg.schedule)
         self.momentum = cfg.momentum
@@ -138,8 +125,6 @@ class SGDState:
         self.buf: torch.Tensor | None = None
 
     def scale(self, samples: int) -> float:
-        from lbsim.numerics.lr_rule import update_scale
-
         return update_scale(self.rule, samples, self.global_batch)
 
     @torch.no_grad()

@@ -46,8 +46,14 @@ import torch
 import yaml
 
 from lbsim.metrics.run_end import RunEnd
-from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from lbsim.runtime.loop import LoopSpec, run_loop
+from lbsim.metrics.writers import atomic_write_text, write_json
+from lbsim.scenario.loader import dump_scenario, load_scenario, scenario_data
+
+from .config import uses_server
+from .dist import Comm, FailureHook, Heartbeat, RankInfo
+from .driver import LoopSpec
+from .loop import run_loop
+from .ps_probe import ps_network
 
 FACTORS = (0.5, 0.75, 1.0, 1.25)
 ROUNDS = 8  # measured rounds per size
@@ -207,10 +213,6 @@ def _mean_probe(raws: tuple[dict[str, Any], ...], name: str, skip: tuple[str, ..
 
 def calibration(scenario: Any, workers_spec: tuple[Any, ...], raw: dict[str, Any]) -> dict[str, Any]:
     """Fits and overrides from a profile's measurements ``raw`` (pure)."""
-    from lbsim.runtime.config import uses_server
-    from lbsim.runtime.ps_probe import ps_network
-    from lbsim.scenario.loader import scenario_data
-
     sizes = [int(b) for b in raw["sizes"]]
     compute = {b: raw["compute_s"][str(b)] for b in sizes}
     comm_s = raw["comm_s"]
@@ -276,9 +278,6 @@ def _flow(value: Any) -> str:
 
 def write_calibration(out: Path, cal: dict[str, Any], scenario_path: str, overrides: list[str]) -> None:
     """``calibration.yaml``, ``profile.json`` and ``scenario.calibrated.yaml`` in ``out``."""
-    from lbsim.metrics.writers import atomic_write_text, write_json
-    from lbsim.scenario.loader import dump_scenario, load_scenario
-
     header = (f"# lbsim profile on {cal['host']}: per-group t(b), jitter and ring all-reduce figures measured by the runtime.\n"
               "# Merge into a scenario, or pass the `sets` of profile.json as --set KEY=VALUE.\n")
     atomic_write_text(out / "calibration.yaml", header + yaml.safe_dump(cal["overrides"], sort_keys=False, width=10**6))

@@ -45,7 +45,8 @@ from typing import Any
 import torch
 
 from lbsim.errors import InputError
-from lbsim.runtime.profile import fit_affine
+
+from .profile import fit_affine
 
 MEMORY_MARGIN = 0.9  # share of the GPU's memory a step may plan to use (allocator fragmentation)
 MAX_SIZES = 16

@@ -35,30 +35,19 @@ import time
 import numpy as np
 import torch
 
-from lbsim.contention.model import build_contention
 from lbsim.numerics import SharedStream
 from lbsim.rng import stream
-from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from lbsim.runtime.loop import LoopResult, LoopSpec, injection_for, not_injected
-from lbsim.runtime.model import FlatModel, SGDState, TrainData
-from lbsim.runtime.ps_protocol import Channel
-from lbsim.runtime.ps_records import PushLog
-from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.gate import Gate
+
+from .dist import Comm, FailureHook, Heartbeat, RankInfo
+from .driver import LoopResult, LoopSpec, injection_for, not_injected_notes, server_rank
+from .model import FlatModel, SGDState, TrainData
+from .ps_protocol import Channel
+from .ps_records import PushLog
+from .resources import ResourceReader
 
 SAMPLE_STREAM = ("runtime", "ps", "samples")
 """Each worker's own sample order: ``lbsim.rng.stream(seed, *SAMPLE_STREAM, worker)``."""
-
-
-def server_rank(spec: LoopSpec) -> int:
-    return len(spec.workers)
-
-
-def not_injected_notes(spec: LoopSpec) -> list[str]:
-    """What of the scenario's contention the runtime does not reproduce (reported in the summary)."""
-    if not spec.inject:
-        return []
-    return not_injected(build_contention(spec.scenario, spec.workers), spec.options.contention)
 
 
 def run_ps(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel,

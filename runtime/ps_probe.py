@@ -23,8 +23,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from lbsim.runtime.dist import Comm, RankInfo
-from lbsim.runtime.ps_protocol import Channel
+from .dist import Comm, RankInfo
+from .ps_protocol import Channel
 
 PS_PROBE_REPS = 12
 PS_PROBE_BYTES = 8 * 2**20

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from lbsim.runtime.dist import CollectiveError
+from .dist import CollectiveError
 
 PUSH = ("iteration", "batch", "start_s", "compute_end_s", "prev_end_s", "cpu_available", "mem_available",
         "cpu_measured", "real_compute_s", "loss", "steps", "rows", "final")

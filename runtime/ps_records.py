@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.metrics.records import IterationRecord, UpdateRecord
-from lbsim.runtime.records import RoundLog
+
+from .records import RoundLog
 
 
 class PushLog(RoundLog):

@@ -32,8 +32,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lbsim.runtime.config import uses_server
 from lbsim.schemes.registry import BASELINE_SCHEME
+
+from .config import uses_server
 
 METRICS = ("mean_iteration_s", "throughput_samples_per_s", "p99_iteration_s", "mean_barrier_wait_s", "wait_fraction",
            "fetch_fraction")

@@ -74,15 +74,15 @@ import torch.distributed as dist
 from lbsim.metrics.records import IterationRecord
 from lbsim.numerics import LRSchedule, SharedStream
 from lbsim.rng import stream
-from lbsim.runtime.dist import Comm, FailureHook, Heartbeat, RankInfo
-from lbsim.runtime.inject import Injection
-from lbsim.runtime.loop import LoopResult, LoopSpec, injection_for
-from lbsim.runtime.model import FlatModel, TrainData
-from lbsim.runtime.ps import not_injected_notes, server_rank
-from lbsim.runtime.ps_protocol import REPLY, TAG_REPLY, TAG_STEPS, TAG_WEIGHTS, Channel
-from lbsim.runtime.ps_records import PushLog
-from lbsim.runtime.resources import ResourceReader
 from lbsim.schemes.wbsp_rounds import Rounds
+
+from .dist import Comm, FailureHook, Heartbeat, RankInfo
+from .driver import LoopResult, LoopSpec, injection_for, not_injected_notes, server_rank
+from .inject import Injection
+from .model import FlatModel, TrainData
+from .ps_protocol import REPLY, TAG_REPLY, TAG_STEPS, TAG_WEIGHTS, Channel
+from .ps_records import PushLog
+from .resources import ResourceReader
 
 SAMPLE_STREAM = ("runtime", "wbsp", "samples")
 """Each worker's own sample order: ``lbsim.rng.stream(seed, *SAMPLE_STREAM, worker)``."""

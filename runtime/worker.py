@@ -13,6 +13,11 @@ Two ways in:
 * ``torchrun ... -m lbsim.runtime.worker SCENARIO [lbsim train options]`` runs :func:`main` in every
   rank it starts; the rendezvous comes from the environment (``env://``) and ``LOCAL_RANK`` picks
   the rank's core(s) or GPU.
+
+Imports: at module level only what loads without torch (the core, the runtime's torch-free
+modules), because :mod:`lbsim.runtime.commands` imports this module on ``lbsim train`` before it
+knows torch is installed; torch and the modules that need it are imported by the function that
+runs on a rank.
 """
 
 from __future__ import annotations
@@ -27,7 +32,21 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from lbsim.runtime.config import RuntimeOptions, cpu_cores, training_config
+from lbsim.arguments import train_parser
+from lbsim.errors import InputError
+from lbsim.metrics.run_end import RunEnd
+from lbsim.metrics.summary import summarize
+from lbsim.metrics.writers import write_csv
+from lbsim.output import write_run, write_scenario
+from lbsim.run_folder import choose_out, staged_run
+from lbsim.scenario.loader import load_scenario
+from lbsim.scenario.resolve import resolve_run
+from lbsim.schemes.base import DecisionLog, is_synchronous
+from lbsim.tables import print_summary_table
+
+from .config import DRIVER_LOOPS, RuntimeOptions, check_runnable, cpu_cores, driver_of, scheme_kind, training_config, uses_server
+from .lifeline import die_with_parent
+from .records import OBSERVATION_COLUMNS, salvage
 
 
 @dataclass(frozen=True)
@@ -61,12 +80,9 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
     """Run every task of ``job`` on this rank (the process group is up)."""
     import torch
 
-    from lbsim.runtime.config import scheme_kind, uses_server
-    from lbsim.runtime.dist import Comm, FailureHook
-    from lbsim.runtime.model import FlatModel, load_data
-    from lbsim.runtime.resources import pin_to_cores
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_run
+    from .dist import Comm, FailureHook
+    from .model import FlatModel, load_data
+    from .resources import pin_to_cores
 
     _setup_threads(job.options)
     cores = None
@@ -95,7 +111,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
             if task.kind == "profile":
                 sets, probe = None, None
                 if info.world > n:  # the parameter server's costs, all ranks (rank 0 gets them)
-                    from lbsim.runtime.ps_probe import ps_probe
+                    from .ps_probe import ps_probe
 
                     w0 = model.initial(scenario.seed, dtype=getattr(torch, job.options.dtype), device=info.device)
                     b = max(1, scenario.workload.global_batch // n)
@@ -116,9 +132,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
 
 
 def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any, overrides: list[str]) -> Any:
-    from lbsim.metrics.run_end import RunEnd
-    from lbsim.runtime.loop import LoopSpec
-    from lbsim.scenario.resolve import resolve_run
+    from .driver import LoopSpec
 
     run = resolve_run(scenario)  # the workers passed in are these (run_job takes them from it)
     return LoopSpec(
@@ -131,7 +145,7 @@ def _loop_spec(job: Job, task: Task, scenario: Any, workers: Any, training: Any,
 
 def _profile(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scenario: Any, workers: Any,
              training: Any, model: Any, data: Any, cores: Any, probe: dict[str, Any] | None = None) -> list[str] | None:
-    from lbsim.runtime.profile import run_profile, write_calibration
+    from .profile import run_profile, write_calibration
 
     base = _loop_spec(job, task, scenario, workers, training, list(job.overrides))
     cal = run_profile(info, comm, hb, hook, base, model, data, cores, probe)
@@ -143,12 +157,6 @@ def _profile(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, sce
 
 def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scenario: Any, workers: Any,
            training: Any, model: Any, data: Any, cores: Any, overrides: list[str]) -> None:
-    from lbsim.metrics.summary import summarize
-    from lbsim.output import write_run, write_scenario
-    from lbsim.runtime.config import DRIVER_LOOPS, driver_of, scheme_kind
-    from lbsim.runtime.records import salvage
-    from lbsim.schemes.base import is_synchronous
-
     out = Path(task.out)
     driver = driver_of(scheme_kind(scenario))
     loop = DRIVER_LOOPS[driver]
@@ -163,7 +171,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
         res = loop.runner()(info, comm, hb, hook, spec, model, data, cores)
     except BaseException as err:
         if info.rank == recorder:
-            from lbsim.runtime.dist import CollectiveError
+            from .dist import CollectiveError
 
             peer = isinstance(err, CollectiveError)  # another rank failed; the launcher (or torchrun) names it
             salvage(out, {"error": f"{type(err).__name__}: {' '.join(str(err).split())}",
@@ -187,12 +195,9 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
     }
     summary = summarize(log.iterations, log.updates, scheme=scheme.name, seed=scenario.seed, engine="runtime",
                         workers=len(workers), end_s=res.end_s, synchronous=is_synchronous(scheme), extra=extra)
-    from lbsim.metrics.writers import write_csv
-    from lbsim.runtime.records import OBSERVATION_COLUMNS
 
     log.discard_partials()
     write_csv(out / "observations.csv", OBSERVATION_COLUMNS, log.observations)
-    from lbsim.schemes.base import DecisionLog
 
     decisions = scheme.decision_rows() if isinstance(scheme, DecisionLog) else ()
     write_run(out, log.iterations, log.updates, summary, decisions=list(decisions))
@@ -203,7 +208,7 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
 
 def _report(rank: int, err: BaseException, hb: Any, task: Task | None, status: Path | None) -> None:
     """Write this rank's failure report for the launcher (spawn mode) or print it (torchrun)."""
-    from lbsim.runtime.dist import CollectiveError
+    from .dist import CollectiveError
 
     kind = "collective" if isinstance(err, CollectiveError) else "error"
     report = {
@@ -224,8 +229,7 @@ def spawn_entry(rank: int, world: int, job: Job, shared: Any, status: str) -> No
     """Target of the launcher's processes: one rank; the ranks meet through a file in ``status``."""
     import multiprocessing
 
-    from lbsim.runtime.dist import Heartbeat, init_group
-    from lbsim.runtime.lifeline import die_with_parent
+    from .dist import Heartbeat, init_group
 
     launcher = multiprocessing.parent_process()
     die_with_parent(launcher.pid if launcher is not None else None)  # a killed launcher takes its ranks along
@@ -256,14 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
     from torch.distributed.elastic.multiprocessing.errors import record
 
-    from lbsim.arguments import train_parser
-    from lbsim.errors import InputError
-    from lbsim.run_folder import staged_run
-    from lbsim.runtime.config import DRIVER_LOOPS, check_runnable, driver_of, scheme_kind
-    from lbsim.runtime.dist import Heartbeat, RankInfo, env_rank, rank_device
-    from lbsim.runtime.lifeline import die_with_parent
-    from lbsim.scenario.loader import load_scenario
-    from lbsim.scenario.resolve import resolve_run
+    from .dist import Heartbeat, RankInfo, env_rank, rank_device
 
     die_with_parent()  # a dead torchrun agent takes its ranks along
     args = train_parser("torchrun -m lbsim.runtime.worker").parse_args(sys.argv[1:] if argv is None else argv)
@@ -276,7 +273,6 @@ def main(argv: list[str] | None = None) -> int:
         if env["rank"] == 0:
             print(f"lbsim: error: {err}", file=sys.stderr)
         return 2
-    from lbsim.run_folder import choose_out
 
     choice = choose_out(args.out, default_out(args.scenario, scheme_kind(scenario)), replace=args.replace)
     out = choice.path.resolve()
@@ -314,8 +310,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _print_summary(out: Path, scenario: Any, world: int, options: RuntimeOptions) -> None:
-    from lbsim.tables import print_summary_table
-
     try:
         summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):  # a failed run: failure.json says why

@@ -1,7 +1,7 @@
 """An iteration's compute, as the parameter-server drivers time it (both simulator paths).
 
 Worker ``w``'s iteration ``i`` on a batch of ``b`` samples, started at ``t``: nominal seconds
-``t(b)`` (:meth:`lbsim.scenario.workers.WorkerSpec.compute_s`: ``t0 + b / v`` or the tabulated
+``t(b)`` (:meth:`lbsim.workers.WorkerSpec.compute_s`: ``t0 + b / v`` or the tabulated
 curve) times the iteration's multiplier (trace replay × natural jitter,
 :meth:`lbsim.contention.model.WorkerContention.iteration_factor`), integrated under the worker's
 time-varying slowdown (:meth:`~lbsim.contention.model.WorkerContention.compute_end`). The
@@ -12,7 +12,7 @@ change to what an iteration costs is made here once.
 from __future__ import annotations
 
 from lbsim.contention.model import WorkerContention
-from lbsim.scenario.workers import WorkerSpec
+from lbsim.workers import WorkerSpec
 
 
 def iteration_end_s(contention: WorkerContention, spec: WorkerSpec, start_s: float, batch: int, iteration: int) -> float:

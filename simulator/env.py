@@ -22,8 +22,8 @@ from lbsim.metrics.run_end import RunEnd
 from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.resolve import ResolvedRun, resolve_run
 from lbsim.scenario.schema import Scenario
-from lbsim.scenario.workers import WorkerSpec
 from lbsim.schemes.base import Scheme
+from lbsim.workers import WorkerSpec
 
 
 class SimEnv(simpy.Environment):
@@ -57,6 +57,7 @@ class SimEnv(simpy.Environment):
 
     @property
     def n(self) -> int:
+        """The number of workers."""
         return len(self.workers)
 
     @property
@@ -69,6 +70,7 @@ class SimEnv(simpy.Environment):
         return not self.stopped and not self.run_end.reached(self.version, self.samples_applied)
 
     def record_update(self, samples: int, gradients: int) -> int:
+        """Record a model update at the current time; returns its index."""
         update = len(self.updates)
         self.samples_applied += samples
         self.updates.add((update, self._now, samples, gradients))
@@ -77,6 +79,7 @@ class SimEnv(simpy.Environment):
         return update
 
     def record_iteration(self, rec: IterationRecord) -> None:
+        """Record a finished iteration (none once the run has stopped)."""
         if not self.stopped:
             self.iterations.append(rec)
 
@@ -86,6 +89,7 @@ class SimEnv(simpy.Environment):
             self.iterations.add(row)
 
     def progress_fraction(self) -> float:
+        """How far the run is, 0 to 1 (the run end's rule)."""
         return self.run_end.fraction(self.version, self.samples_applied, self.now)
 
     def open_row(self, key: Any, cut: Callable[[float], tuple[Any, ...]]) -> None:

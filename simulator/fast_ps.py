@@ -23,7 +23,7 @@ sample targets and the time budget, progress callbacks.
 
 What is shared with the event path, so that one change reaches both: the round trip's timing rules
 (:mod:`lbsim.network.parameter_server`), an iteration's compute time
-(:meth:`lbsim.scenario.workers.WorkerSpec.compute_s` under
+(:meth:`lbsim.workers.WorkerSpec.compute_s` under
 :class:`lbsim.contention.model.WorkerContention`), the run's end (:mod:`lbsim.metrics.run_end`),
 the decisions (:class:`lbsim.schemes.gate.Gate` and the scheme; WBSP's
 :class:`lbsim.schemes.wbsp_rounds.Rounds`) and, for WBSP, the step records

@@ -47,7 +47,7 @@ from lbsim.contention.model import WorkerContention, combined_factor, jitter_blo
 from lbsim.contention.sources import StepSource
 from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES
 from lbsim.network.overlap import exposed_comm_s
-from lbsim.scenario.sections import RingAllReduceConfig
+from lbsim.scenario.sections import AllReduceConfig
 from lbsim.schemes.base import RoundObservation, WorkerColumns, as_sync
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.network import allreduce_plan
@@ -60,7 +60,7 @@ def ineligible(env: SimEnv) -> str | None:
         return f"driver {getattr(scheme, 'driver', None)!r} is not 'sync'"
     if getattr(scheme, "required_gradients", None) != env.n:
         return "backup workers (an update uses fewer than n gradients)"
-    if not isinstance(env.scenario.network, RingAllReduceConfig):
+    if not isinstance(env.scenario.network, AllReduceConfig):
         return "the network is not ring_allreduce"
     if env.data is not None:
         return "a data section (fetch stage)"

@@ -25,7 +25,7 @@ import simpy
 from lbsim.network.collectives import bytes_per_s
 from lbsim.network.parameter_server import ServerTiming, tail_s
 from lbsim.network.topology import AllReducePlan, topology_of
-from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
+from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
 
 __all__ = ["AllReducePlan", "Lane", "ParameterServer", "allreduce_plan", "bytes_per_s", "ring_allreduce_s", "server_timing"]
 
@@ -52,6 +52,7 @@ class Lane:
         self._grant_cb = self._grant  # bound once
 
     def request(self) -> simpy.Event:
+        """An event that fires when the lane is this request's (at once if it is free)."""
         if not self.busy and not self.waiting:  # granted on the spot: a timeout of 0 is scheduled
             self.busy = True  # exactly as a succeeded event (now, NORMAL, next id), value None
             return self.env.timeout(0)
@@ -69,6 +70,7 @@ class Lane:
             self.env.schedule(ev)
 
     def release(self) -> None:
+        """Free the lane; the first waiting request gets it."""
         self.busy = False
         if self.waiting:  # simpy's Release event: the head is granted when it is processed
             self.env.timeout(0).callbacks.append(self._grant_cb)  # scheduled as a succeeded event
@@ -161,7 +163,7 @@ class ParameterServer:
             yield self.env.timeout(self.timing.apply_each_s)
 
 
-def allreduce_plan(env: Any, config: RingAllReduceConfig) -> AllReducePlan:
+def allreduce_plan(env: Any, config: AllReduceConfig) -> AllReducePlan:
     """The all-reduce over the scenario's nodes and links (``config.bandwidth_gbps`` sets every NIC)."""
     topo = topology_of(env.workers, nic_gbps=config.bandwidth_gbps, nic_latency_s=config.alpha_s)
     return AllReducePlan(topo, config.algorithm, config.chunk_share)

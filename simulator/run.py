@@ -18,13 +18,14 @@ from lbsim.numerics.trainer import Trainer
 from lbsim.scenario.resolve import resolve_run, select_workers
 from lbsim.scenario.schema import Scenario
 from lbsim.schemes.base import DecisionLog, aggregation_of, is_synchronous
-from lbsim.simulator.asynchronous import AsyncDriver
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fast_ps import Reported, run_fast_ps
-from lbsim.simulator.fast_ps import ineligible as ps_ineligible
-from lbsim.simulator.fast_sync import FastSync, ineligible
-from lbsim.simulator.sync import SyncDriver
-from lbsim.simulator.wbsp import WBSPDriver
+
+from .asynchronous import AsyncDriver
+from .env import SimEnv
+from .fast_ps import Reported, run_fast_ps
+from .fast_ps import ineligible as ps_ineligible
+from .fast_sync import FastSync, ineligible
+from .sync import SyncDriver
+from .wbsp import WBSPDriver
 
 # Which engine loop carries out a scheme's decisions, by the scheme's ``driver`` attribute.
 DRIVERS = {"sync": SyncDriver, "async": AsyncDriver, "wbsp": WBSPDriver}

@@ -37,9 +37,10 @@ from lbsim.metrics.run_end import cut_row
 from lbsim.network.overlap import exposed_comm_s
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation, as_sync
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fetch import Fetcher
-from lbsim.simulator.network import ParameterServer, allreduce_plan, ring_allreduce_s
+
+from .env import SimEnv
+from .fetch import Fetcher
+from .network import ParameterServer, allreduce_plan, ring_allreduce_s
 
 
 @dataclass
@@ -91,6 +92,7 @@ class SyncDriver:
                      local=self._next_local)
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
+        """Worker ``w``'s process: pull, compute, push, wait at the barrier, round after round."""
         env, cont, spec = self.env, self.env.contention[w], self.env.workers[w]
         it = 0  # the worker's own iteration count (it may sit out a round it was too late for)
         while env.may_update():

@@ -242,7 +242,7 @@ NODES = [_nodes(_group(10, 120.0, t0=0.02, bw=4.0, jitter=0.1), 4, intra_bandwid
 @pytest.mark.parametrize("overlap", [None, {"hide_share": 0.6, "tail_share": 0.2}])
 def test_nodes_links_curves_and_overlap(algorithm, overlap) -> None:
     from lbsim.contention.model import build_contention
-    from lbsim.scenario.fields import to_data
+    from lbsim.fields import to_data
     from lbsim.scenario.resolve import build_scheme_for, resolve_workers
 
     net = {"name": "ring_allreduce", "alpha_s": 1e-5, "algorithm": algorithm}
@@ -266,7 +266,7 @@ def test_nodes_links_curves_and_overlap(algorithm, overlap) -> None:
     seed=st.integers(0, 50),
 )
 def test_random_node_layouts_match_the_event_path(layout, algorithm, hide, seed) -> None:
-    from lbsim.scenario.fields import to_data
+    from lbsim.fields import to_data
 
     groups = [_nodes(_group(count, 50.0 + 20 * i, t0=0.01, bw=3.0 + i, jitter=0.1), min(per_node, 4),
                      intra_bandwidth_gbps=40.0 / (i + 1), intra_latency_s=1e-5)

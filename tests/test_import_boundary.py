@@ -24,7 +24,10 @@ Statically, by parsing every file with :mod:`ast` and walking *all* ``Import``/`
 * nothing imports the engines by their folder names (``import simulator``, ``from runtime.x ...``):
   those are not installed names, and a module loaded under two names would exist twice.
 
-Relative imports (``from . import x``) stay inside their own package and are not checked.
+Relative imports (``from .sync import x``) are how an engine imports its own modules (a tool that
+reads files follows them; ``lbsim.simulator.sync`` leads it into a link); none leaves its engine's
+folder and the core has none (:func:`test_relative_imports_stay_in_their_engine`), so the checks
+above, on absolute imports, see every import between the parts.
 """
 
 from __future__ import annotations
@@ -207,6 +210,23 @@ def test_static_checker_sees_nested_imports() -> None:
     assert _imports(tree) == [("simpy", 1, False), ("torch", 2, False), ("runtime", 5, False),
                               ("simulator", 7, True), ("torch", 10, True), ("runtime", 11, False),
                               ("lbsim", 11, False), ("bare simulator", 12, False)]
+
+
+def _relative_escapes(folder: str) -> list[str]:
+    """Relative imports that climb above ``folder`` (the core: any relative import at all)."""
+    bad = []
+    for path in _files(folder):
+        rel = path.relative_to(REPO)
+        depth = len(rel.parts) - 2 if folder in ENGINES else -1  # packages between the engine's folder and the file
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level > depth + 1:
+                bad.append(f"{rel.as_posix()}:{node.lineno} from {'.' * node.level}{node.module or ''}")
+    return bad
+
+
+@pytest.mark.parametrize("folder", ["lbsim", *ENGINES])
+def test_relative_imports_stay_in_their_engine(folder: str) -> None:
+    assert _relative_escapes(folder) == []
 
 
 # --- no engine imports the command line ---------------------------------------------------------

@@ -1,6 +1,7 @@
-"""No import circles between files (issue 17): the module graph of the core and both engines is acyclic.
+"""No import circles between files: the module graph of the core and both engines is acyclic.
 
-Every absolute import of a project module, at any depth (top level, inside functions, under
+Every import of a project module (absolute, or relative as the engines import their own modules),
+at any depth (top level, inside functions, under
 ``if TYPE_CHECKING``), is an edge from the importing file to the imported module's file
 (``from a.b import c`` points at ``a/b/c.py`` when that is a module, else at ``a/b``). A package's
 ``__init__`` that an import passes through on its way to a submodule is not an edge: it runs, but
@@ -33,6 +34,17 @@ def _module_files() -> dict[str, Path]:
     return files
 
 
+def _absolute(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module a ``from`` import names: ``from .sync import x`` in ``lbsim.simulator.run``
+    is ``lbsim.simulator.sync`` (each further dot one package up)."""
+    if not node.level:
+        return node.module or ""
+    package = module if is_package else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
 def _edges(files: dict[str, Path]) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in files}
     for name, path in files.items():
@@ -40,9 +52,9 @@ def _edges(files: dict[str, Path]) -> dict[str, set[str]]:
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets = [f"{node.module}.{alias.name}" if f"{node.module}.{alias.name}" in files else node.module
-                           for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(name, path.name == "__init__.py", node)
+                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in files else base for alias in node.names]
             for target in targets:
                 while target and target not in files:
                     target = target.rpartition(".")[0]
@@ -90,6 +102,14 @@ def test_no_import_circles() -> None:
     files = _module_files()
     assert "lbsim.simulator.run" in files and "lbsim.runtime.worker" in files and "lbsim.cli" in files
     assert _circles(_edges(files)) == []
+
+
+def test_relative_imports_resolve_inside_their_package() -> None:
+    tree = ast.parse("from .sync import run_sync\nfrom . import network\nfrom ..ddp.hook import h\nfrom lbsim.errors import E\n")
+    nodes = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert [_absolute("lbsim.simulator.run", False, n) for n in nodes] == [
+        "lbsim.simulator.sync", "lbsim.simulator", "lbsim.ddp.hook", "lbsim.errors"]
+    assert _absolute("lbsim.runtime.ddp", True, nodes[0]) == "lbsim.runtime.ddp.sync"
 
 
 def test_the_circle_finder_finds_a_circle() -> None:

@@ -29,7 +29,7 @@ from lbsim.lifecycle.families import network_variant
 from lbsim.metrics.records import IterationTable, UpdateTable
 from lbsim.metrics.summary import compare_columns
 from lbsim.scenario.loader import load_scenario
-from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
+from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
 from lbsim.sweep import load_sweep
 
 # Four workers on all-reduce, ResNet-18: a run of 16 updates takes well under a second.
@@ -208,7 +208,7 @@ def test_a_fake_engine_goes_through_the_whole_lifecycle(tiny: Path, tmp_path: Pa
 
 def test_network_variant_rules() -> None:
     """The documented rules (lbsim/lifecycle/families.py), as pure functions of the scenario."""
-    from lbsim.scenario.fields import parse
+    from lbsim.fields import parse
     from lbsim.scenario.schema import Scenario
 
     ring = parse(Scenario, {**TINY, "cluster": {"groups": [{"instance": "p3.2xlarge", "count": 2, "bandwidth_gbps": 7},
@@ -218,12 +218,12 @@ def test_network_variant_rules() -> None:
     assert ps.network == ParameterServerConfig(shards=4, server_bandwidth_gbps=7.0, latency_s=0.0002)  # 2 + 2 nodes
     assert ps.cluster == ring.cluster and ps.workload == ring.workload and ps.seed == ring.seed
     assert network_variant(ring, "ring_allreduce") is ring
-    every_nic = replace(ring, network=RingAllReduceConfig(alpha_s=0.0002, bandwidth_gbps=9.0))
+    every_nic = replace(ring, network=AllReduceConfig(alpha_s=0.0002, bandwidth_gbps=9.0))
     ps9 = network_variant(every_nic, "parameter_server")
     assert ps9.network.server_bandwidth_gbps == 9.0  # type: ignore[union-attr]
     assert [g.bandwidth_gbps for g in ps9.cluster.groups] == [9.0, 9.0]  # the workers keep the links they had
     back = network_variant(ps, "ring_allreduce")
-    assert back.network == RingAllReduceConfig(alpha_s=0.0002)
+    assert back.network == AllReduceConfig(alpha_s=0.0002)
 
 
 def test_cross_family_compare_has_one_baseline_bsp_over_allreduce(tiny: Path, tmp_path: Path) -> None:
@@ -238,7 +238,7 @@ def test_cross_family_compare_has_one_baseline_bsp_over_allreduce(tiny: Path, tm
         assert row["speedup_vs_baseline"] == pytest.approx(row["throughput_samples_per_s"] / base, rel=1e-9)
     assert isinstance(comparison.runs["asp"].scenario.network, ParameterServerConfig)  # type: ignore[union-attr]
     assert comparison.runs["asp"].scenario.network.shards == 4  # type: ignore[union-attr]
-    assert isinstance(comparison.runs["bsp"].scenario.network, RingAllReduceConfig)  # type: ignore[union-attr]
+    assert isinstance(comparison.runs["bsp"].scenario.network, AllReduceConfig)  # type: ignore[union-attr]
     # the CLI writes the same table, and says the baseline where it writes it
     out = tmp_path / "cmp"
     rc = main(["compare", str(tiny), "--schemes", "lbbsp,asp,ssp", "--cross-family", "--out", str(out), "-q"])
@@ -260,7 +260,7 @@ def test_cross_family_on_a_parameter_server_scenario_and_overridden_variants(tin
     c = lbsim.compare(tiny, ["asp", "bsp"], cross_family=True, overrides=ps_tiny,
                       network_variant={"ring_allreduce.algorithm": "tree"})
     assert list(c.table["scheme"]) == ["asp", "bsp"] and list(c.table["network"]) == ["parameter_server", "ring_allreduce"]
-    assert c.runs["bsp"].scenario.network == RingAllReduceConfig(alpha_s=0.0003, algorithm="tree")  # type: ignore[union-attr]
+    assert c.runs["bsp"].scenario.network == AllReduceConfig(alpha_s=0.0003, algorithm="tree")  # type: ignore[union-attr]
     assert c.runs["asp"].scenario.network.shards == 2  # type: ignore[union-attr]  # the scenario's own, untouched
     assert list(c.table["speedup_vs_first"]) == [1.0, pytest.approx(1 / c.table["speedup_vs_baseline"][0])]
     # keys for the scenario's own kind, unknown kinds and keys, and keys without a cross-family compare are refused

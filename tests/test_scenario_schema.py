@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from lbsim.cli import main
-from lbsim.scenario.contention import TraceContention
-from lbsim.scenario.fields import to_data
+from lbsim.contention.config import TraceContention
+from lbsim.fields import to_data
 from lbsim.scenario.loader import dump_scenario, load_scenario, scenario_data, scenario_from_data, with_scheme
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import ParameterServerConfig, Workload

@@ -32,7 +32,7 @@ def test_shipped_scenario_loads_and_runs(path: Path) -> None:
     result = simulate(scenario)
     summary = result.summary
     assert summary["engine"] == "simulator"
-    assert summary["scheme"] == scenario.scheme.kind  # type: ignore[attr-defined]
+    assert summary["scheme"] == scenario.scheme.kind
     assert summary["seed"] == scenario.seed
     assert 1 <= summary["updates"] <= 3
     assert summary["samples"] > 0 and summary["throughput_samples_per_s"] > 0

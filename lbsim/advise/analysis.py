@@ -37,6 +37,7 @@ from lbsim.advise.cost import cluster_price
 from lbsim.advise.execute import RunRecord
 from lbsim.advise.plan import BASELINE, Plan, display_name
 from lbsim.advise.unknowns import Unknown
+from lbsim.scenario.resolve import resolve_run
 from lbsim.stats.intervals import LEVEL, Estimate, bounded_mean, exceedance, ratio_mean, strata_mean
 
 SHARES = (("compute_fraction", "compute"), ("wait_fraction", "waiting"), ("comm_fraction", "communication"),
@@ -54,6 +55,7 @@ def num(x: Any) -> Any:
 
 
 def est(e: Estimate) -> dict[str, Any]:
+    """An :class:`Estimate` as report data: value, interval, count and method."""
     return {"value": num(e.value), "low": num(e.low), "high": num(e.high), "n": e.n, "method": e.method}
 
 
@@ -223,8 +225,6 @@ def analyse(plan: Plan, records: Sequence[RunRecord], unknowns: Sequence[Unknown
 
 
 def _workers(plan: Plan, arm: str, variant: int) -> Any:
-    from lbsim.scenario.resolve import resolve_run
-
     return resolve_run(plan.scenarios[(arm, variant)]).workers
 
 

@@ -62,10 +62,12 @@ class ClusterItem:
 
     @property
     def per_node(self) -> int:
+        """Workers of this item on one node: as many as the instance has GPUs (one per CPU instance)."""
         gpus = catalog.INSTANCES[self.instance].gpus_per_node
         return max(1, min(gpus, self.count)) if gpus > 1 else 1
 
     def mapping(self) -> str:
+        """How the item maps onto catalog instances, in words (for the report)."""
         inst = catalog.INSTANCES[self.instance]
         nodes = -(-self.count // self.per_node)
         what = inst.accelerator if inst.kind == "gpu" else f"{inst.vcpus} vCPU, no GPU"

@@ -9,6 +9,9 @@ swapped in whole like every run folder (:mod:`lbsim.run_folder`):
 
 The runs go over the cores in a local process pool (``-j``), or on Dask (``--dask``: a local Dask
 cluster; ``--scheduler ADDRESS``: a running one), through :mod:`lbsim.sweep.backends`.
+
+The CLI builds this command's parser on every call (:func:`add_arguments`), so the module imports
+the advise machinery, the sweep backends (Dask) and the lifecycle inside the functions that run it.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from lbsim.errors import InputError
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """Declare ``lbsim advise``'s arguments on its subparser."""
     sp.add_argument("scenario", nargs="?", help="scenario YAML file (or describe the cluster with --cluster)")
     sp.add_argument("--cluster", metavar="LINE", help='workers by GPU or instance name, e.g. "4xV100,4xT4"')
     sp.add_argument("--network", metavar="BANDWIDTH", help="every node's NIC, e.g. 10gbps")

@@ -23,7 +23,7 @@ from lbsim.limits import short_repr
 from lbsim.scenario import catalog
 from lbsim.scenario.prices import PRICES, SERVER_INSTANCE, node_price_per_hour, price_per_hour
 from lbsim.scenario.schema import Scenario
-from lbsim.scenario.workers import WorkerSpec
+from lbsim.workers import WorkerSpec
 
 SERVER = "server"
 # one epoch of each catalog model's dataset (the default N of "time and cost to process N samples")
@@ -55,6 +55,7 @@ def parse_prices(items: Sequence[str]) -> dict[str, float]:
 
 
 def default_samples(model: str) -> tuple[int, str]:
+    """The samples of one epoch of ``model``'s dataset, and how the figure reads in the report."""
     return EPOCH_SAMPLES.get(model, (1_000_000, "1,000,000 samples (no dataset size known for this model)"))
 
 

@@ -29,19 +29,20 @@ from typing import Any
 
 from lbsim.advise.unknowns import Variant
 from lbsim.errors import InputError
+from lbsim.fields import parse
 from lbsim.lifecycle import check_equal_work, scheme_network
 from lbsim.lifecycle import load as lifecycle_load
 from lbsim.lifecycle.families import network_kind
 from lbsim.limits import MAX_SWEEP_RUNS
-from lbsim.scenario.fields import parse
 from lbsim.scenario.loader import dump_scenario, scenario_data, scenario_from_data, with_changes
+from lbsim.scenario.resolve import resolve_run
 from lbsim.scenario.schema import Scenario
-from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
-from lbsim.scenario.workers import WorkerSpec
+from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
+from lbsim.workers import WorkerSpec
 
 ALLREDUCE = "all-reduce"
 PARAMETER_SERVER = "parameter server"
-FAMILIES = {RingAllReduceConfig.kind: ALLREDUCE, ParameterServerConfig.kind: PARAMETER_SERVER}
+FAMILIES = {AllReduceConfig.kind: ALLREDUCE, ParameterServerConfig.kind: PARAMETER_SERVER}
 BASELINE = "bsp"
 PLAIN_BASELINE = '{"name": "bsp"}'  # scheme=... override: plain DDP, whatever the scenario's bsp parameters
 NAMES = {"bsp": "BSP", "asp": "ASP", "ssp": "SSP", "dssp": "DSSP", "static": "static split", "lbbsp": "LB-BSP",
@@ -49,6 +50,7 @@ NAMES = {"bsp": "BSP", "asp": "ASP", "ssp": "SSP", "dssp": "DSSP", "static": "st
 
 
 def display_name(scheme: str) -> str:
+    """The scheme's name as the report shows it."""
     return NAMES.get(scheme, scheme)
 
 
@@ -73,7 +75,7 @@ def derived_note(scenario: Scenario) -> str:
         return (f"parameter-server family: a derived server of {net.shards} shard{'s' if net.shards != 1 else ''} (one per "
                 f"worker node), each with a {net.server_bandwidth_gbps:g} Gbit/s NIC (the fastest worker node's), "
                 f"latency {net.latency_s:g} s (the all-reduce's per-hop), apply time {net.apply_s:g} s (default) {rules}")
-    assert isinstance(net, RingAllReduceConfig)
+    assert isinstance(net, AllReduceConfig)
     return (f"all-reduce family: a derived flat {net.algorithm} all-reduce over the nodes' own NICs, per-hop latency "
             f"{net.alpha_s:g} s (the server's) {rules}")
 
@@ -103,10 +105,12 @@ class Arm:
 
     @property
     def key(self) -> str:
+        """The arm's key: its scheme."""
         return self.scheme
 
     @property
     def label(self) -> str:
+        """The arm's label in the report: the scheme and its family."""
         return f"{display_name(self.scheme)} ({self.family})"
 
 
@@ -121,6 +125,7 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
+        """The run's folder name: arm, variant, seed."""
         return f"{self.arm}/v{self.variant}/s{self.seed}"
 
 
@@ -137,6 +142,7 @@ class Plan:
     scenarios: dict[tuple[str, int], Scenario] = field(default_factory=dict)  # (arm, variant) -> seed-0 scenario
 
     def runs(self, seeds: Sequence[int] | None = None, variants: Sequence[int] | None = None) -> list[RunSpec]:
+        """Every run of the plan (arms x variants x seeds), optionally only some seeds or variants."""
         out = []
         for arm in self.arms:
             for v in self.variants:
@@ -219,6 +225,4 @@ def make_plan(base: dict[str, Any], schemes: Sequence[str], variants: Sequence[V
 
 
 def _workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
-    from lbsim.scenario.resolve import resolve_run
-
     return resolve_run(scenario).workers

@@ -35,6 +35,8 @@ from lbsim.limits import MAX_REPEATS
 from lbsim.scenario.loader import read_yaml, scenario_data, scenario_from_data
 from lbsim.scenario.overrides import apply_overrides
 from lbsim.scenario.prices import AS_OF, REGION, SERVER_INSTANCE
+from lbsim.scenario.resolve import resolve_run
+from lbsim.schemes.registry import scheme_names
 from lbsim.stats.intervals import LEVEL, MIN_VALUES
 from lbsim.sweep.backends import Backend
 from lbsim.version import __version__
@@ -101,8 +103,6 @@ def _check_request(r: Request) -> None:
 def _schemes(text: str | None) -> list[str]:
     import difflib
 
-    from lbsim.schemes.registry import scheme_names
-
     valid = scheme_names()
     if text is None:
         names = valid
@@ -159,7 +159,6 @@ def prepare(r: Request) -> Prepared:
             scenario = scenario_from_data(data)
         title = scenario.name or path.stem
         description = scenario.description or str(path)
-    from lbsim.scenario.resolve import resolve_run
 
     workers = resolve_run(scenario).workers
     unknowns: list[Unknown] = []
@@ -271,8 +270,6 @@ def advise(prepared: Prepared, engine: Engine | None, backend: Backend,
 
 
 def _first_workers(plan: Plan) -> Any:
-    from lbsim.scenario.resolve import resolve_run
-
     first = plan.variants[0].index
     return resolve_run(plan.scenarios[(BASELINE, first)]).workers
 

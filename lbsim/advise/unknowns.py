@@ -35,7 +35,7 @@ import yaml
 from lbsim.errors import InputError
 from lbsim.limits import MAX_SET_CHARS, MAX_SWEEP_RUNS, short_repr
 from lbsim.scenario.overrides import parse_override, parse_yaml, yaml_error_text
-from lbsim.scenario.workers import WorkerSpec
+from lbsim.workers import WorkerSpec
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,11 @@ class Unknown:
 
     @property
     def name(self) -> str:
+        """The unknown's name in the report."""
         return self.title or self.key
 
     def override(self, i: int) -> str:
+        """The ``--set`` override that gives this unknown its ``i``-th value."""
         return f"{self.key}={json.dumps(self.values[i])}"
 
 
@@ -66,6 +68,7 @@ class Variant:
 
     @property
     def label(self) -> str:
+        """The variant in words: each varied unknown with its value."""
         return ", ".join(f"{k}: {v}" for k, v in self.labels) or "as given"
 
     @property
@@ -134,6 +137,7 @@ class Colocated:
     everywhere: bool = False
 
     def entry(self, workers: Sequence[int] | str) -> dict[str, Any]:
+        """The scheduled contention entry this co-located job puts on ``workers``."""
         e: dict[str, Any] = {"name": "scheduled", "workers": workers if isinstance(workers, str) else list(workers),
                              "slowdown": self.slowdown, "target": self.target, "start_s": self.start_s}
         if self.end_s is not None:

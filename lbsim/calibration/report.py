@@ -2,7 +2,8 @@
 
 For each of the six Pollux models (``data/pollux_t4/``, shipped with its licence and source):
 
-1. ``lbsim calibrate`` on the fit placements (the CLI itself: fit, then one simulation per row);
+1. ``lbsim calibrate`` on the fit placements (its command, on the lifecycle's default engine: fit, then
+   one simulation per row);
    its ``predictions.csv`` gives lbsim's calibrated error of every row;
 2. Pollux's model (:mod:`lbsim.calibration.pollux`) fitted on the same rows;
 3. the uncalibrated catalog model: the ``g4dn.12xlarge`` catalog links, the default algorithm
@@ -29,6 +30,8 @@ from pathlib import Path
 import numpy as np
 
 from lbsim.calibration import pollux
+from lbsim.calibration.command import add_arguments
+from lbsim.calibration.command import run as calibrate
 from lbsim.calibration.compute import fit_compute_curve
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
 from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements, role_of
@@ -36,9 +39,10 @@ from lbsim.calibration.model import LinkFigures
 from lbsim.calibration.repeatability import estimate_noise, perfect_model_floor, rows_per_placement
 from lbsim.calibration.run import check_instance
 from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto
+from lbsim.lifecycle.engines import default_engine
 from lbsim.network.overlap import OverlapParams
 from lbsim.scenario import catalog
-from lbsim.scenario.sections import RingAllReduceConfig
+from lbsim.scenario.sections import AllReduceConfig
 
 MARK = "<!-- generated -->"
 FIT_PLACEMENTS = "2,4,11,22,1111"
@@ -67,7 +71,7 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
     inst = catalog.INSTANCES[CATALOG_INSTANCE]
     fig = LinkFigures(
         intra_bandwidth_gbps=inst.intra_bandwidth_gbps or inst.bandwidth_gbps, intra_latency_s=inst.intra_latency_s or 0.0,
-        nic_bandwidth_gbps=inst.bandwidth_gbps, nic_latency_s=RingAllReduceConfig().alpha_s,
+        nic_bandwidth_gbps=inst.bandwidth_gbps, nic_latency_s=AllReduceConfig().alpha_s,
         shared_node_slowdown=inst.shared_node_slowdown, overlap=OverlapParams(), algorithm="ring",
     )
     curve = fit_compute_curve([(r.local_bsz, r.step_time_s) for r in rows if r.placement == (1,)])
@@ -76,13 +80,14 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
 
 
 def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = AUTO) -> ModelResult:
-    from lbsim.cli import main
-
     gradient_bytes, _ = MODELS[model]
     src = data_dir / f"{model}_placements.csv"
     dest = out / model
-    code = main(["calibrate", str(src), "--fit-placements", FIT_PLACEMENTS, "--gradient-bytes", str(gradient_bytes),
-                 "--out", str(dest), "--jitter-cv", jitter_cv, "-q"])
+    parser = argparse.ArgumentParser(prog="lbsim calibrate")
+    add_arguments(parser)
+    args = parser.parse_args([str(src), "--fit-placements", FIT_PLACEMENTS, "--gradient-bytes", str(gradient_bytes),
+                              "--out", str(dest), "--jitter-cv", jitter_cv, "-q"])
+    code = calibrate(args, default_engine())
     if code != 0:
         raise SystemExit(code)
     with (dest / "predictions.csv").open(newline="", encoding="utf-8") as fh:

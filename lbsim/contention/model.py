@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from lbsim.contention import traces
+from lbsim.contention.config import ContentionConfig, MarkovContention, ScheduledContention, TraceContention
 from lbsim.contention.sources import (
     IterationSeries,
     MarkovSource,
@@ -31,14 +33,9 @@ from lbsim.contention.sources import (
 )
 from lbsim.errors import InputError
 from lbsim.rng import stream
-from lbsim.scenario.contention import MarkovContention, ScheduledContention, TraceContention
+from lbsim.workers import WorkerSpec, select_workers
 
-if TYPE_CHECKING:
-    from lbsim.scenario.schema import Scenario
-    from lbsim.scenario.workers import WorkerSpec
-
-
-JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds, bench_simulator test_large_sync)
+JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds)
 _STEP_TYPES = (StepSource, MarkovSource)  # piecewise constant between known change points
 _NO_SEGMENT = (math.inf, -math.inf, 1.0, -1)  # (from, until, factor, sources): matches no time
 
@@ -104,9 +101,11 @@ class WorkerContention:
         return factor, nxt
 
     def compute_factor(self, t: float) -> float:
+        """The compute slowdown factor at time ``t`` (the product of the compute sources)."""
         return self._compute_segment(t)[0]
 
     def network_factor(self, t: float) -> float:
+        """The network slowdown factor at time ``t`` (the product of the network sources)."""
         c = self._nseg
         if c[0] <= t < c[1] and c[3] == len(self.network):
             return c[2]
@@ -153,10 +152,20 @@ class WorkerContention:
             t = nxt
 
 
-def build_contention(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:
-    """One :class:`WorkerContention` per worker; reads and checks trace files."""
-    from lbsim.scenario.workers import select_workers
+class ContentionSource(Protocol):
+    """What the model reads of a scenario: its seed and its ``contention`` list."""
 
+    @property
+    def seed(self) -> int:
+        """The seed of every random stream of the run."""
+
+    @property
+    def contention(self) -> Sequence[ContentionConfig]:
+        """The contention entries, in the scenario's order."""
+
+
+def build_contention(scenario: ContentionSource, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:
+    """One :class:`WorkerContention` per worker; reads and checks trace files."""
     out = [
         WorkerContention(jitter_cv=w.jitter_cv, rng=stream(scenario.seed, "jitter", w.index)) for w in workers
     ]

@@ -21,7 +21,8 @@ INF = math.inf
 
 
 class TimeSource(Protocol):
-    def segment(self, t: float) -> tuple[float, float]: ...
+    def segment(self, t: float) -> tuple[float, float]:
+        """``(factor, next change)`` at time ``t``: the factor holds from ``t`` until the next change."""
 
 
 class StepSource:
@@ -34,6 +35,7 @@ class StepSource:
         self.factors = list(factors)
 
     def segment(self, t: float) -> tuple[float, float]:
+        """``(factor, next change)`` at ``t``: the step in force and when the next one starts."""
         i = bisect.bisect_right(self.times, t) - 1
         factor = self.factors[i] if i >= 0 else 1.0
         nxt = self.times[i + 1] if i + 1 < len(self.times) else INF
@@ -77,6 +79,7 @@ class MarkovSource(StepSource):
         self._on = not on
 
     def segment(self, t: float) -> tuple[float, float]:
+        """``(factor, next change)`` at ``t``, drawing the chain's periods up to ``t`` on demand."""
         while self._horizon <= t:
             self._push_period()
         i = bisect.bisect_right(self.times, t) - 1
@@ -93,6 +96,7 @@ class PeriodicSeries:
         self.offset = offset
 
     def segment(self, t: float) -> tuple[float, float]:
+        """``(factor, next change)`` at ``t``: the bucket ``t`` falls in and the bucket's end."""
         k = int(t // self.bucket_s)
         if (k + 1) * self.bucket_s <= t:  # t // b can fall one short at a boundary the engine computed as (k+1) * b
             k += 1
@@ -106,4 +110,5 @@ class IterationSeries:
         self.multipliers = [float(m) for m in multipliers]
 
     def multiplier(self, iteration: int) -> float:
+        """The multiplier of iteration ``iteration`` (the series repeats)."""
         return self.multipliers[iteration % len(self.multipliers)]

@@ -24,15 +24,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lbsim import progress as progress_bars
 from lbsim.engine import Engine, ProgressFn, RunResult
 from lbsim.lifecycle.engines import default_engine
 from lbsim.lifecycle.guards import check_out
 from lbsim.lifecycle.plan import ComparePlan, RunSpec
 from lbsim.metrics.summary import add_speedups, speedups, time_to_target_speedups
+from lbsim.metrics.trace import write_trace as stream_trace
 from lbsim.metrics.writers import Format
 from lbsim.output import write_compare_table, write_run_header, write_scenario
 from lbsim.output import write_run as write_tables
 from lbsim.run_folder import staged_run
+from lbsim.scenario.loader import scenario_from_data
+from lbsim.scenario.overrides import parse_yaml
+from lbsim.scenario.resolve import resolve_workers
 from lbsim.scenario.schema import Scenario
 
 if TYPE_CHECKING:
@@ -59,6 +64,7 @@ class RunOutcome:
 
     @property
     def label(self) -> str:
+        """The run's label: its scheme (and network in a cross-family compare)."""
         return self.spec.label
 
 
@@ -89,9 +95,6 @@ def write_trace(out: Path, scenario: Scenario, result: RunResult, kind: str = "j
                 on_progress: Callable[[float], None] | None = None) -> None:
     """``out/trace.json`` (or ``trace.json.gz``): the worker timelines in Chrome trace-event format
     (Perfetto), streamed in bounded memory (:func:`lbsim.metrics.trace.write_trace`)."""
-    from lbsim.metrics.trace import write_trace as stream_trace
-    from lbsim.scenario.resolve import resolve_workers
-
     workers = resolve_workers(scenario)
     names = [f"w{w.index} {w.instance}" for w in workers]
     meta = {k: result.summary.get(k) for k in ("scheme", "seed", "engine", "workers")}
@@ -137,9 +140,8 @@ def _bar(label: str, progress: bool | None) -> AbstractContextManager[LazyProgre
     """A lazily shown progress bar (``progress`` None: on a terminal only; False: none)."""
     if progress is False:
         return nullcontext(None)
-    from lbsim.progress import LazyProgress
 
-    return LazyProgress(label, enabled=progress)
+    return progress_bars.LazyProgress(label, enabled=progress)  # looked up on call: a test records the bar
 
 
 def run_into(folder: Path, spec: RunSpec, *, engine: Engine | None = None, argv: Sequence[str] | None = None,
@@ -249,9 +251,6 @@ def save_compare(out: Path, outcome: CompareOutcome, *, argv: Sequence[str] | No
 def run_files(engine: Engine | None, resolved_yaml: str, fmt: Format = "csv") -> dict[str, bytes]:
     """A sweep's task: run the resolved scenario ``resolved_yaml``; the run folder's files (tables as
     ``fmt``; no ``invocation.json``: a sweep run is named by its content), name -> bytes."""
-    from lbsim.scenario.loader import scenario_from_data
-    from lbsim.scenario.overrides import parse_yaml
-
     scenario = scenario_from_data(parse_yaml(resolved_yaml))
     result = simulate(scenario, engine=engine)
     with tempfile.TemporaryDirectory(prefix="lbsim-run-") as tmp:

@@ -42,11 +42,11 @@ from lbsim.errors import InputError
 from lbsim.scenario.overrides import parse_override
 from lbsim.scenario.resolve import resolve_workers
 from lbsim.scenario.schema import Scenario
-from lbsim.scenario.sections import ParameterServerConfig, RingAllReduceConfig
+from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
 from lbsim.schemes.registry import needs_parameter_server
 
 PARAMETER_SERVER = ParameterServerConfig.kind
-ALLREDUCE = RingAllReduceConfig.kind
+ALLREDUCE = AllReduceConfig.kind
 NETWORK_KINDS = (PARAMETER_SERVER, ALLREDUCE)
 
 
@@ -69,7 +69,7 @@ def network_variant(scenario: Scenario, kind: str) -> Scenario:
     net = scenario.network
     if net.kind == kind:
         return scenario
-    if isinstance(net, RingAllReduceConfig):  # -> parameter server
+    if isinstance(net, AllReduceConfig):  # -> parameter server
         workers = resolve_workers(scenario)
         nodes = len({w.node for w in workers})
         nic_gbps = net.bandwidth_gbps if net.bandwidth_gbps is not None else max(w.bandwidth_gbps for w in workers)
@@ -79,7 +79,7 @@ def network_variant(scenario: Scenario, kind: str) -> Scenario:
             cluster = replace(cluster, groups=tuple(replace(g, bandwidth_gbps=net.bandwidth_gbps) for g in cluster.groups))
         return replace(scenario, network=ps, cluster=cluster)
     if isinstance(net, ParameterServerConfig):  # -> all-reduce
-        return replace(scenario, network=RingAllReduceConfig(alpha_s=net.latency_s))
+        return replace(scenario, network=AllReduceConfig(alpha_s=net.latency_s))
     raise ValueError(f"no rule derives a {kind} network from {net.kind}")
 
 

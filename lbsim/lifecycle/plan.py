@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from lbsim.errors import InputError
+from lbsim.fields import parse
 from lbsim.lifecycle.families import network_kind, network_variant, scheme_network, variant_keys
 from lbsim.lifecycle.guards import check_equal_work, check_scheme_names, scheme_list
-from lbsim.scenario.fields import parse
 from lbsim.scenario.loader import checked, read_yaml, scenario_data, scenario_from_data, with_changes
 from lbsim.scenario.schema import Scenario
 from lbsim.schemes.registry import BASELINE_SCHEME
@@ -65,10 +65,12 @@ class ComparePlan:
 
     @property
     def labels(self) -> tuple[str, ...]:
+        """The runs' labels, in run order."""
         return tuple(r.label for r in self.runs)
 
     @property
     def baseline_run(self) -> RunSpec:
+        """The run every speedup is measured against."""
         return next(r for r in self.runs if r.label == self.baseline)
 
     def describe_baseline(self) -> str:
@@ -139,7 +141,7 @@ def plan_run(source: Source, *, scheme: str | None = None, overrides: Overrides 
             raise TypeError(f"{option}: expected a scheme name (str), got {type(scheme).__name__}")
         check_scheme_names(option, [scheme])
     scenario = load(source, scheme=scheme, overrides=overrides)
-    return RunSpec(str(scenario.scheme.kind), scenario)  # type: ignore[attr-defined]
+    return RunSpec(scenario.scheme.kind, scenario)
 
 
 def plan_compare(source: Source, schemes: str | Sequence[str], *, overrides: Overrides = None,

@@ -47,6 +47,7 @@ class IterationRecord:
 
     @property
     def iteration_s(self) -> float:
+        """The iteration's duration, start to end."""
         return self.end_s - self.start_s
 
 
@@ -107,10 +108,12 @@ class RecordTable(Sequence[Any]):
 
     @classmethod
     def empty(cls) -> Any:
+        """A table of no rows, every column of its type."""
         return cls({c: np.zeros(0, dtype=t) for c, t in cls.DTYPES.items()})
 
     @classmethod
     def from_records(cls, records: Iterable[Any]) -> Any:
+        """A table of these records, in their order."""
         log = RecordLog(cls)
         for r in records:
             log.append(r)
@@ -185,6 +188,7 @@ class UpdateTable(RecordTable):
         self._records: tuple[UpdateRecord, ...] | None = None
 
     def records(self) -> tuple[UpdateRecord, ...]:
+        """Every row as an :class:`UpdateRecord` (built once, then kept)."""
         if self._records is None:
             self._records = tuple(self._rows(0, self._n))
         return self._records
@@ -211,6 +215,7 @@ class RecordLog:
         return self._n
 
     def append(self, rec: Any) -> None:
+        """Add one record (its fields in the table's column order)."""
         self.add(tuple(getattr(rec, c) for c in self.kind.COLUMNS))
 
     def add(self, row: tuple[Any, ...]) -> None:
@@ -241,6 +246,7 @@ class RecordLog:
         self._blocks.append({c: np.ascontiguousarray(table[c]) for c in self.kind.COLUMNS})
 
     def table(self) -> Any:
+        """The table of every record added so far."""
         self._flush()
         if not self._blocks:
             return self.kind.empty()

@@ -46,6 +46,7 @@ from typing import IO, Any
 import numpy as np
 
 from lbsim.metrics.records import IterationRecord, IterationTable, UpdateRecord, UpdateTable
+from lbsim.metrics.writers import atomic_file
 
 PHASES = ("fetch", "compute", "wait", "comm")
 _PID = 1
@@ -435,8 +436,6 @@ class _Sink:
 def write_trace(path: str | Path, iterations: Sequence[IterationRecord], updates: Sequence[UpdateRecord], *,
                 gz: bool = False, on_progress: Callable[[float], None] | None = None, **kw: Any) -> None:
     """Stream the trace (:func:`trace_chunks`) into ``path``, atomically; gzipped if ``gz``."""
-    from lbsim.metrics.writers import atomic_file
-
     with atomic_file(path, "wb") as fh:
         sink = _Sink(fh, gz)
         try:

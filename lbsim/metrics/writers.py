@@ -28,19 +28,57 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import numpy as np
 
-FORMATS = ("csv", "parquet")
 Format = Literal["csv", "parquet"]
 PARQUET_OPTIONS: dict[str, Any] = {
     "compression": "zstd", "compression_level": 3, "statistics": True, "row_group_size": 262_144,
     "data_page_size": 1 << 20, "use_pyarrow": False,
 }
+
+
+def _write_csv_frame(frame: Any, fh: IO[bytes]) -> None:
+    frame.write_csv(fh, include_header=True, line_terminator="\n", float_precision=None)
+
+
+def _read_csv_frame(path: Path, dtypes: Mapping[str, Any]) -> Any:
+    import polars as pl
+
+    return pl.read_csv(path, schema_overrides=dict(dtypes) or None, infer_schema_length=None)
+
+
+def _write_parquet_frame(frame: Any, fh: IO[bytes]) -> None:
+    frame.write_parquet(fh, **PARQUET_OPTIONS)
+
+
+def _read_parquet_frame(path: Path, dtypes: Mapping[str, Any]) -> Any:
+    import polars as pl
+
+    return pl.read_parquet(path)  # typed already
+
+
+@dataclass(frozen=True)
+class TableFormat:
+    """How one table format is written (a polars DataFrame into a binary file) and read back (a path
+    and the polars dtypes of the columns a text format cannot carry)."""
+
+    write: Callable[[Any, IO[bytes]], None]
+    read: Callable[[Path, Mapping[str, Any]], Any]
+
+
+TABLE_FORMATS: dict[str, TableFormat] = {
+    "csv": TableFormat(_write_csv_frame, _read_csv_frame),
+    "parquet": TableFormat(_write_parquet_frame, _read_parquet_frame),
+}
+"""Every table format by its name, which is also the file suffix; a new format is one entry here
+(and its name in :data:`Format`)."""
+FORMATS = tuple(TABLE_FORMATS)
 
 
 def umask() -> int:
@@ -116,20 +154,24 @@ def _errno_of(err: BaseException) -> int | None:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (module docstring)."""
     with atomic_file(path) as fh:
         fh.write(text)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (module docstring)."""
     with atomic_file(path, "wb") as fh:
         fh.write(data)
 
 
 def json_text(data: Any) -> str:
+    """``data`` as indented JSON text, keys in their order, with a final newline."""
     return json.dumps(data, indent=2, sort_keys=False) + "\n"
 
 
 def write_json(path: str | Path, data: Any) -> None:
+    """Write ``data`` as indented JSON to ``path`` atomically."""
     atomic_write_text(path, json_text(data))
 
 
@@ -142,6 +184,7 @@ def _cell(v: Any) -> Any:
 
 
 def csv_text(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A small table as CSV text, floats in the module's always-float form."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
@@ -184,10 +227,7 @@ def write_table(path: str | Path, columns: Mapping[str, Any], fmt: Format = "csv
         raise ValueError(f"unknown table format {fmt!r}; valid: {', '.join(FORMATS)}")
     frame = _frame(columns)
     with atomic_file(path, "wb") as fh:
-        if fmt == "csv":
-            frame.write_csv(fh, include_header=True, line_terminator="\n", float_precision=None)
-        else:
-            frame.write_parquet(fh, **PARQUET_OPTIONS)
+        TABLE_FORMATS[fmt].write(frame, fh)
     return Path(path)
 
 

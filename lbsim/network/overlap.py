@@ -46,6 +46,7 @@ class OverlapParams:
 
     @property
     def enabled(self) -> bool:
+        """Whether any communication hides behind backward (a share to hide, not all of it tail)."""
         return self.hide_share > 0.0 and self.tail_share < 1.0
 
 

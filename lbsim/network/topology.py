@@ -38,7 +38,7 @@ from lbsim.network.collectives import (
 )
 
 if TYPE_CHECKING:
-    from lbsim.scenario.workers import WorkerSpec
+    from lbsim.workers import WorkerSpec
 
 
 @dataclass(frozen=True)

@@ -57,14 +57,17 @@ class Dataset:
 
     @property
     def n_features(self) -> int:
+        """Features per sample."""
         return int(self.X_train.shape[1])
 
     @property
     def n_train(self) -> int:
+        """Training samples."""
         return int(self.X_train.shape[0])
 
     @property
     def n_test(self) -> int:
+        """Test samples."""
         return int(self.X_test.shape[0])
 
 

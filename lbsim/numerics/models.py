@@ -97,10 +97,12 @@ class SoftmaxRegression(_Classifier):
         return w
 
     def logits(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Class scores ``X W + b`` of the samples ``X`` under the flat parameters ``w``."""
         W, b = self.unpack(w)
         return X @ W + b
 
     def loss_and_grad(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """Mean cross-entropy (L2 penalty included) of the batch and its gradient in ``w``."""
         _check_batch(X, y)
         W, b = self.unpack(w)
         loss, dz = _cross_entropy(X @ W + b, y)
@@ -154,10 +156,12 @@ class MLP(_Classifier):
         return np.maximum(a, 0.0, out=a) if self.activation == "relu" else np.tanh(a, out=a)
 
     def logits(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
+        """Class scores of the samples ``X`` under the flat parameters ``w``."""
         _, _, W2, b2 = self.unpack(w)
         return self._hidden(w, X) @ W2 + b2
 
     def loss_and_grad(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> tuple[float, np.ndarray]:
+        """Mean cross-entropy (L2 penalty included) of the batch and its gradient in ``w`` (backpropagation)."""
         _check_batch(X, y)
         W1, _, W2, b2 = self.unpack(w)
         h = self._hidden(w, X)

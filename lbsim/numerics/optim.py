@@ -58,6 +58,7 @@ class LRSchedule:
         self.milestones = tuple(sorted(int(m) for m in milestones))
 
     def __call__(self, t: int) -> float:
+        """The learning rate of update ``t``."""
         if self.kind == "step":
             return self.lr * self.gamma ** sum(1 for m in self.milestones if m <= t)
         if self.kind == "cosine":
@@ -84,6 +85,7 @@ class SGD:
         return self.schedule(self.updates)
 
     def step(self, w: np.ndarray, g: np.ndarray, scale: float = 1.0) -> np.ndarray:
+        """One update: ``buf = m buf + scale g``, ``w - lr_t buf``; returns the new weights."""
         if w.shape != g.shape:
             raise ValueError(f"weights {w.shape} and gradient {g.shape} differ in shape")
         lr = self.schedule(self.updates)

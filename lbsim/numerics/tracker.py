@@ -82,18 +82,22 @@ class Tracker:
 
     @property
     def final_loss(self) -> float | None:
+        """The last evaluation's loss (None before the first)."""
         return self.history[-1].loss if self.history else None
 
     @property
     def final_accuracy(self) -> float | None:
+        """The last evaluation's accuracy (None before the first)."""
         return self.history[-1].accuracy if self.history else None
 
     @property
     def time_to_target_s(self) -> float | None:
+        """When the target accuracy was first reached (None if never)."""
         return self._target.time_s if self._target else None
 
     @property
     def updates_to_target(self) -> int | None:
+        """After how many updates the target accuracy was first reached (None if never)."""
         return self._target.update if self._target else None
 
     def summary(self) -> dict[str, Any]:

@@ -139,8 +139,10 @@ class Trainer:
 
     # -- results --------------------------------------------------------------------------------
     def finish(self, time_s: float) -> dict[str, Any]:
+        """Evaluate the final weights at ``time_s``; the numerics part of the summary."""
         self.tracker.finish(self.updates, time_s, self.w)
         return {k: (float(f"{v:.12g}") if isinstance(v, float) else v) for k, v in self.tracker.summary().items()}
 
     def curve(self) -> list[dict[str, float]]:
+        """The learning curve: one row per evaluation."""
         return self.tracker.curve()

@@ -57,6 +57,7 @@ def _figures(path: Path, *, timeline_s: float | None, x: str | None) -> dict[str
 
 
 def save_figures(figs: dict[str, Any], out: Path) -> list[Path]:
+    """Save every figure as PNG and SVG in ``out``; the paths written."""
     from lbsim.plots.style import save_figure
 
     paths = []

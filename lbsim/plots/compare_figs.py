@@ -28,6 +28,7 @@ from lbsim.plots.style import new_figure, scheme_colors
 
 
 def compare_figures(cmp: CompareData, *, timeline_s: float | None = None) -> dict[str, Any]:
+    """The figures of a compare folder, by name."""
     schemes = list(cmp.runs)
     colors = scheme_colors(schemes)
     first = cmp.runs[schemes[0]]

@@ -73,13 +73,16 @@ class RunData:
 
     @property
     def scheme(self) -> str:
+        """The run's scheme (from its summary)."""
         return str(self.summary.get("scheme", "?"))
 
     @property
     def workers(self) -> int:
+        """The run's number of workers."""
         return int(self.summary.get("workers", 0)) or (int(self.it["worker"].max()) + 1 if len(self.it["worker"]) else 0)
 
     def col(self, name: str) -> np.ndarray:
+        """An iteration column, zeros where the run has none."""
         return self.it.get(name, np.zeros(len(self.it["worker"])))
 
     @property
@@ -112,6 +115,7 @@ def _instances(path: Path) -> list[str]:
 
 
 def read_run(path: Path) -> RunData:
+    """A run folder's summary and iteration columns; InputError if it is not one."""
     if not is_run_dir(path):
         raise InputError(str(path), "not a run folder (needs summary.json and iterations.csv or .parquet)")
     summary = read_json_object(path / "summary.json")
@@ -139,18 +143,16 @@ class SweepData:
     rows: list[dict[str, str]]
 
     @property
-    def scheme_column(self) -> str:
-        return "scheme"
-
-    @property
     def conditions(self) -> list[str]:
         """Factor columns other than the scheme's."""
         return [c for c in self.factors if c != "scheme" and not c.startswith("scheme.")]
 
     def run(self, run: str) -> RunData:
+        """One run of the sweep, by its folder name."""
         return read_run(self.path / "runs" / run)
 
     def number(self, row: dict[str, str], column: str) -> float:
+        """A results row's value as a number (NaN where empty)."""
         return _number(row.get(column, ""))
 
 
@@ -163,6 +165,7 @@ def _number(text: str) -> float:
 
 
 def read_sweep(path: Path) -> SweepData:
+    """A sweep folder's results and factors; InputError if it is not one."""
     if not is_sweep_dir(path):
         raise InputError(str(path), "not a sweep folder (needs results.csv and runs/)")
     header, rows = _read_rows(path / "results.csv")

@@ -27,15 +27,18 @@ DEFAULT_TIMELINE_S = 20.0
 
 
 def worker_label(run: RunData, w: int) -> str:
+    """A worker's legend label: its index and instance type."""
     return f"w{w} {run.instances[w]}" if w < len(run.instances) else f"w{w}"
 
 
 def ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The empirical CDF of ``values``: sorted values and their cumulative shares."""
     x = np.sort(values)
     return x, np.arange(1, len(x) + 1) / len(x)
 
 
 def iteration_times(run: RunData) -> np.ndarray:
+    """The run's iteration durations, dropped iterations left out."""
     keep = run.col("dropped") == 0
     return (run.it["end_s"] - run.it["start_s"])[keep]
 
@@ -130,6 +133,7 @@ def timeline_window(runs: Sequence[RunData], window_s: float | None) -> float:
 
 
 def phase_handles(phases: Sequence[str]) -> list[Any]:
+    """Legend entries for these phases (compute, wait, communication, ...)."""
     from matplotlib.patches import Patch
 
     return [Patch(facecolor=PHASE_COLORS[p], label=PHASE_LABELS[p]) for p in phases]
@@ -317,6 +321,7 @@ def staleness_counts(runs: Sequence[RunData]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def draw_staleness(ax: Any, runs: Sequence[RunData], label: str, color: str) -> None:
+    """A histogram of the runs' staleness on ``ax``, its long tail cut at 99.5 % of the mass."""
     x, frac = staleness_counts(runs)
     ax.bar(x, frac, color=color, label=label, width=0.85)
     title = None
@@ -335,6 +340,7 @@ def draw_staleness(ax: Any, runs: Sequence[RunData], label: str, color: str) -> 
 
 
 def draw_accuracy(ax_acc: Any, ax_loss: Any | None, curves: dict[str, RunData], colors: dict[str, str]) -> None:
+    """Test accuracy (and loss, if ``ax_loss``) against time for each run in numerics mode."""
     for i, (label, run) in enumerate(curves.items()):
         num = run.numerics
         if num is None:
@@ -361,12 +367,14 @@ def draw_accuracy(ax_acc: Any, ax_loss: Any | None, curves: dict[str, RunData], 
 
 
 def batches_vary(run: RunData) -> bool:
+    """Whether any worker's batch size changes during the run."""
     b = run.it["batch"]
     w = run.it["worker"]
     return any(len(np.unique(b[w == k])) > 1 for k in np.unique(w))
 
 
 def run_title(run: RunData) -> str:
+    """A run's figure title: scheme, seed, and whether it was measured."""
     return f"{run.scheme}, seed {run.summary.get('seed', '?')}" + (", measured" if run.measured else "")
 
 

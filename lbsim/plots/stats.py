@@ -64,6 +64,7 @@ class Estimate:
 
     @property
     def has_interval(self) -> bool:
+        """Whether the estimate has an interval (too few samples give none)."""
         return not (np.isnan(self.lo) or np.isnan(self.hi))
 
     def errors(self) -> tuple[float, float]:

@@ -28,6 +28,7 @@ FORMATS = ("png", "svg")
 
 
 def matplotlib_figure_class() -> Any:
+    """matplotlib's Figure class; InputError naming the plot extra if matplotlib is missing."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
@@ -46,11 +47,13 @@ def new_figure(width_in: float, height_in: float, nrows: int = 1, ncols: int = 1
 
 
 def scheme_sort_key(name: str) -> tuple[int, str]:
+    """Sort key: the schemes in their usual order, then by name."""
     base = name.split("(")[0].strip()
     return (SCHEME_ORDER.index(base) if base in SCHEME_ORDER else len(SCHEME_ORDER), name)
 
 
 def ordered_schemes(names: Sequence[str]) -> list[str]:
+    """The distinct scheme names in their usual order."""
     return sorted(dict.fromkeys(names), key=scheme_sort_key)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from lbsim.errors import InputError
 from lbsim.plots.data import RunData, SweepData
 from lbsim.plots.run_figs import (
     batches_figure,
@@ -50,6 +51,7 @@ def short(column: str) -> str:
 
 
 def axis_label(column: str) -> str:
+    """A sweep factor as an axis label (a slowdown says its unit)."""
     name = short(column)
     return f"{name} (x slower)" if "slowdown" in name else name
 
@@ -141,6 +143,7 @@ def bars_figure(t: _Table, column: str, ylabel: str, title: str, *, missing: str
 
 
 def x_factor(t: _Table, x: str | None) -> str | None:
+    """The factor on the x axis: the one named (full or short), else the slowdown, else the first."""
     if x is not None:
         return x if x in t.conds else next((c for c in t.conds if short(c) == x), None)
     return next((c for c in t.conds if "slowdown" in short(c)), t.conds[0] if t.conds else None)
@@ -229,6 +232,7 @@ class _Runs:
 
 
 def cdf_figure(t: _Table, runs: _Runs, x: str | None) -> Any:
+    """Iteration-time CDFs per scheme, one panel per level of the x factor."""
     xcol = x_factor(t, x)
     xi = t.conds.index(xcol) if xcol else None
     levels = list(dict.fromkeys(c[xi] for c in t.conditions)) if xi is not None else [None]
@@ -254,6 +258,7 @@ def cdf_figure(t: _Table, runs: _Runs, x: str | None) -> Any:
 
 
 def staleness_figure(t: _Table, runs: _Runs) -> Any | None:
+    """Staleness histograms of the schemes that have any (None if none has)."""
     stale = []
     for scheme in t.schemes:
         rows = [r for r in t.sweep.rows if r["scheme"] == scheme]
@@ -285,8 +290,6 @@ def sweep_figures(sweep: SweepData, *, timeline_s: float | None = None, x: str |
         return {}
     t = _Table(sweep)
     if x is not None and x_factor(t, x) is None:
-        from lbsim.errors import InputError
-
         raise InputError("--x", f"unknown factor {x!r}; valid: {', '.join(t.conds) or '(the sweep has no factor besides the scheme)'}")
     runs = _Runs(sweep)
     figs: dict[str, Any] = {"throughput": bars_figure(t, "throughput_samples_per_s", "throughput (samples/s)",

@@ -325,14 +325,17 @@ PERFORMANCE: Mapping[tuple[str, str], Performance] = MappingProxyType(
 
 
 def instance_names() -> list[str]:
+    """Every catalog instance type, sorted."""
     return sorted(INSTANCES)
 
 
 def model_names() -> list[str]:
+    """Every catalog model, sorted."""
     return sorted(MODELS)
 
 
 def performance(model: str, instance: str) -> Performance | None:
+    """The sourced step-time curve of ``model`` on ``instance``, if the catalog has one."""
     return PERFORMANCE.get((model, instance))
 
 

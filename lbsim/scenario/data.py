@@ -18,15 +18,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from lbsim.errors import InputError
 from lbsim.fetch import DataLayout, WorkerData
-from lbsim.scenario.contention import Workers
-from lbsim.scenario.fields import param
-
-if TYPE_CHECKING:
-    from lbsim.scenario.workers import WorkerSpec
+from lbsim.fields import param
+from lbsim.workers import Workers, WorkerSpec, select_workers
 
 
 @dataclass(frozen=True)
@@ -57,8 +53,6 @@ class DataConfig:
 
 def resolve_data(data: DataConfig | None, workers: tuple[WorkerSpec, ...]) -> DataLayout | None:
     """Per-worker placement; checks coverage and that the local shares sum to at most 1."""
-    from lbsim.scenario.workers import select_workers
-
     if data is None:
         return None
     owner: dict[int, int] = {}

@@ -16,10 +16,10 @@ from typing import Any
 
 import yaml
 
+from lbsim.contention.config import TraceContention
 from lbsim.errors import InputError
+from lbsim.fields import parse, to_data
 from lbsim.limits import MAX_YAML_BYTES, MAX_YAML_NODES, exceeds_values
-from lbsim.scenario.contention import TraceContention
-from lbsim.scenario.fields import parse, to_data
 from lbsim.scenario.overrides import apply_overrides, parse_yaml, yaml_error_text
 from lbsim.scenario.resolve import check_scenario
 from lbsim.scenario.schema import Scenario
@@ -37,6 +37,7 @@ def check_yaml_size(path: str | Path) -> None:
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A scenario file's YAML as a mapping, its size and structure bounded; InputError naming the file."""
     p = Path(path)
     if p.is_dir():
         raise InputError(str(path), "is a folder, not a scenario file (give a .yaml file)")
@@ -135,7 +136,7 @@ def scenario_data(scenario: Scenario) -> dict[str, Any]:
 
     ``data: null`` (the default: data local and free) is left out, so scenarios without a data
     section resolve to the same text as before the section existed; so are the node-and-link keys
-    (issue 13) while they hold their defaults (:data:`_LATER_DEFAULTS`).
+    while they hold their defaults (:data:`_LATER_DEFAULTS`).
     """
     data = to_data(scenario)
     if data.get("data") is None:
@@ -165,4 +166,5 @@ def _drop_defaults(section: Any, defaults: dict[str, Any]) -> None:
 
 
 def dump_scenario(scenario: Scenario) -> str:
+    """The resolved scenario as YAML text (:func:`scenario_data`)."""
     return yaml.safe_dump(scenario_data(scenario), sort_keys=False, default_flow_style=None, width=100)

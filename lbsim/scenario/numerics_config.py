@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from lbsim.errors import InputError
+from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
-from lbsim.scenario.contention import Workers
-from lbsim.scenario.fields import param
+from lbsim.workers import Workers
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,7 @@ class NumericsConfig:
     byzantine: ByzantineConfig | None = param(None, "workers that send corrupted gradients (null: none)")
 
     def check(self) -> None:
+        """Momentum below 1; milestones increasing positive update counts."""
         if self.momentum >= 1:
             raise InputError("momentum", f"must be < 1, got {self.momentum}")
         if list(self.milestones) != sorted(set(self.milestones)) or any(m <= 0 for m in self.milestones):

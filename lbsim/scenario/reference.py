@@ -6,9 +6,9 @@ committed page is current, so the docs cannot drift from the code.
 
 from __future__ import annotations
 
-from lbsim.scenario.contention import contention_configs
+from lbsim.contention.config import contention_configs
+from lbsim.fields import help_rows
 from lbsim.scenario.data import DataConfig, DataPlacement, StorageNode
-from lbsim.scenario.fields import help_rows
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import Cluster, Overlap, WorkerGroup, Workload, network_configs
 from lbsim.schemes.registry import scheme_configs, scheme_summary
@@ -70,6 +70,7 @@ def _table(rows: list[tuple[str, str, str, str]]) -> list[str]:
 
 
 def reference_markdown() -> str:
+    """The scenario reference (``docs/scenarios.md``), generated from the schema."""
     lines = [INTRO, "## Top level", ""]
     top = [r for r in help_rows(Scenario) if r[0] not in ("scheme", "network", "contention")]
     lines += _table(top + [

@@ -32,15 +32,16 @@ from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import ParameterServerConfig
-from lbsim.scenario.workers import ComputeCurve, WorkerSpec, select_workers
 from lbsim.schemes.base import Scheme, SchemeContext, is_synchronous
 from lbsim.schemes.registry import build_scheme, needs_parameter_server, scheme_class
+from lbsim.workers import ComputeCurve, WorkerSpec, select_workers
 
 __all__ = ["ComputeCurve", "ResolvedRun", "WorkerSpec", "build_scheme_for", "check_scenario", "gradient_bytes",
            "overlap_params", "resolve_run", "resolve_workers", "scheme_context", "select_workers"]
 
 
 def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
+    """The scenario's workers, group by group: each one's instance, node, links and compute curve t(b)."""
     model = scenario.workload.model
     if model not in catalog.MODELS:
         raise InputError("workload.model", f"unknown model {short_repr(model)}; valid: {', '.join(catalog.model_names())}")
@@ -110,6 +111,7 @@ def overlap_params(scenario: Scenario) -> OverlapParams:
 
 
 def gradient_bytes(scenario: Scenario) -> int:
+    """Bytes of one gradient: the workload's own figure, else the catalog model's."""
     w = scenario.workload
     return w.gradient_bytes if w.gradient_bytes is not None else catalog.MODELS[w.model].gradient_bytes
 
@@ -124,7 +126,7 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
             f"{scenario.workload.global_batch} samples exceed the cluster's total memory cap {total_cap} "
             "(sum of max_batch over workers)",
         )
-    cls: Any = scheme_class(scenario.scheme.kind)  # type: ignore[attr-defined]
+    cls: Any = scheme_class(scenario.scheme.kind)
     synchronous = is_synchronous(cls)
     updates = scenario.workload.updates
     planned = None if updates is None else updates * (len(workers) if synchronous else 1)
@@ -184,6 +186,7 @@ class ResolvedRun:
 
     @property
     def n(self) -> int:
+        """The number of workers."""
         return len(self.workers)
 
     def contention(self) -> list[WorkerContention]:
@@ -233,4 +236,5 @@ def scheme_context(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> Schem
 
 
 def build_scheme_for(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> Scheme:
+    """The scenario's scheme, built for these workers (its :class:`SchemeContext`)."""
     return build_scheme(scenario.scheme, scheme_context(scenario, workers))

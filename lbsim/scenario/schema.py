@@ -13,7 +13,7 @@ contention:
 scheme: {name: ssp, staleness: 2}
 ```
 Sections are frozen dataclasses (:mod:`lbsim.scenario.sections`,
-:mod:`lbsim.scenario.contention`, :mod:`lbsim.scenario.data`, each scheme's config); ``network``,
+:mod:`lbsim.contention.config`, :mod:`lbsim.scenario.data`, each scheme's config); ``network``,
 ``contention`` items and ``scheme`` are picked by their ``name:``. The optional ``data:`` section
 places the dataset on workers and a storage node (default: data local and free).
 """
@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lbsim.scenario.contention import ContentionConfig, contention_configs
+from lbsim.contention.config import ContentionConfig, contention_configs
+from lbsim.fields import param
 from lbsim.scenario.data import DataConfig
-from lbsim.scenario.fields import param
 from lbsim.scenario.numerics_config import NumericsConfig
 from lbsim.scenario.sections import (
     Cluster,
@@ -33,11 +33,14 @@ from lbsim.scenario.sections import (
     Workload,
     network_configs,
 )
+from lbsim.schemes.base import SchemeConfig
 from lbsim.schemes.registry import BASELINE_SCHEME, scheme_configs
 
 
-def _default_scheme() -> object:
-    return scheme_configs()[BASELINE_SCHEME]()
+def default_scheme() -> SchemeConfig:
+    """The baseline scheme's configuration with its defaults: a scenario's scheme when it names none."""
+    config: SchemeConfig = scheme_configs()[BASELINE_SCHEME]()
+    return config
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,10 @@ class Scenario:
     workload: Workload = param(Workload(), "what is trained and for how long")
     network: NetworkConfig = param(ParameterServerConfig(), "communication model", registry=network_configs)
     contention: tuple[ContentionConfig, ...] = param((), "slowdowns injected into workers", registry=contention_configs)
-    scheme: object = param(None, "synchronization scheme and its parameters (`lbsim schemes`)", registry=scheme_configs)
+    scheme: SchemeConfig = param(None, "synchronization scheme and its parameters (`lbsim schemes`)", registry=scheme_configs)
     data: DataConfig | None = param(None, "where the training data lives and what fetching it costs (null: local and free)")
     numerics: NumericsConfig = param(NumericsConfig(), "train a real model in the simulation (off: throughput only)")
 
     def __post_init__(self) -> None:
         if self.scheme is None:
-            object.__setattr__(self, "scheme", _default_scheme())
+            object.__setattr__(self, "scheme", default_scheme())

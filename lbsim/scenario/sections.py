@@ -13,10 +13,11 @@ from the catalog instance (:mod:`lbsim.scenario.catalog`); formulas in :mod:`lbs
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
+from lbsim.fields import param
+from lbsim.network.collectives import Algorithm
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Workload:
                                           "the catalog's models have none)")
 
     def check(self) -> None:
+        """At least one stop is set: updates, samples or a time budget (the first one reached ends the run)."""
         if self.updates is None and self.time_budget_s is None and self.samples is None:
             raise InputError("updates", "set updates, samples or time_budget_s (or several: whichever comes first)")
 
@@ -66,6 +68,7 @@ class WorkerGroup:
               "extrapolated linearly beyond the ends (never below 0); replaces t0_s/samples_per_s in the engines")
 
     def check(self) -> None:
+        """The group's figures agree with each other (InputError naming the key otherwise)."""
         if self.compute_curve is None:
             return
         if len(self.compute_curve) < 2:
@@ -96,14 +99,14 @@ class ParameterServerConfig:
 
 
 @dataclass(frozen=True)
-class RingAllReduceConfig:
+class AllReduceConfig:
     """All-reduce over nodes and links: a flat ring (T = 2(n-1) alpha + 2 (n-1)/n S / B_min), hierarchical, tree or NCCL's pick."""
 
     kind: ClassVar[str] = "ring_allreduce"
     alpha_s: float = param(0.00005, "per-step latency alpha of an inter-node hop (groups may override: nic_latency_s)", ge=0)
     bandwidth_gbps: float | None = param(None, "every node's NIC bandwidth (null: each group's own; the ring runs at its "
                                                "slowest hop)", gt=0)
-    algorithm: Literal["ring", "hierarchical", "tree", "nccl"] = param(
+    algorithm: Algorithm = param(
         "ring", "ring: one flat ring over all workers; hierarchical: intra-node reduce-scatter, ring across nodes, "
                 "intra-node all-gather; tree: NCCL's pipelined tree (chains in nodes, double binary tree across); "
                 "nccl: ring on <= 2 nodes, tree on more (lbsim/network/collectives.py)")
@@ -113,7 +116,8 @@ class RingAllReduceConfig:
 
 
 def network_configs() -> dict[str, type]:
-    return {c.kind: c for c in (ParameterServerConfig, RingAllReduceConfig)}
+    """The ``network`` sections by ``name``: parameter_server, ring_allreduce."""
+    return {c.kind: c for c in (ParameterServerConfig, AllReduceConfig)}
 
 
-NetworkConfig = ParameterServerConfig | RingAllReduceConfig
+NetworkConfig = ParameterServerConfig | AllReduceConfig

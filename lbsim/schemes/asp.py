@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lbsim.schemes.base import SchemeContext
-from lbsim.schemes.bsp import check_even_split
+from lbsim.schemes.bsp import EvenShares
 from lbsim.schemes.registry import register_scheme
-from lbsim.sizing.split import even_split
 
 
 @dataclass(frozen=True)
@@ -24,24 +23,23 @@ class ASPConfig:
 
 
 @register_scheme("asp", ASPConfig)
-class ASP:
+class ASP(EvenShares):
     """Asynchronous: push, apply on arrival, pull, never wait."""
 
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
 
     def __init__(self, config: ASPConfig, ctx: SchemeContext) -> None:
-        self._batches = even_split(ctx.global_batch, ctx.workers)
-        check_even_split(self._batches, ctx, self.name)
-
-    def batch(self, worker: int) -> int:
-        return self._batches[worker]
+        self._share_evenly(ctx)
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        """ASP keeps no state about pushes."""
         pass
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        """ASP never holds a worker back."""
         return True
 
     def diagnostics(self) -> dict[str, object]:
+        """Nothing to report."""
         return {}

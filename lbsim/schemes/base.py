@@ -52,6 +52,7 @@ class SchemeContext:
 
     @property
     def workers(self) -> int:
+        """The number of workers."""
         return len(self.t0_s)
 
 
@@ -160,6 +161,14 @@ def observation_columns(workers: Sequence[WorkerObservation], fields: Sequence[s
             continue
         out[name] = np.array(values, dtype=np.int64 if kind is int else np.float64)
     return out
+
+
+class SchemeConfig(Protocol):
+    """A scheme's parameters (a scenario's ``scheme:`` section): the frozen dataclass registered with
+    the scheme, whose class attribute ``kind`` is the scheme's registered name
+    (:func:`lbsim.schemes.registry.register_scheme`)."""
+
+    kind: ClassVar[str]
 
 
 @runtime_checkable
@@ -314,7 +323,8 @@ class RobustAggregation(Protocol):
     Without it an update is the batch-weighted mean."""
 
     @property
-    def aggregation_rule(self) -> tuple[str, int]: ...
+    def aggregation_rule(self) -> tuple[str, int]:
+        """``(rule, f)``: how the update combines the gradients (:mod:`lbsim.aggregation`) and how many may be faulty."""
 
 
 MEAN_AGGREGATION: tuple[str, int] = ("mean", 0)
@@ -329,7 +339,8 @@ def aggregation_of(scheme: object) -> tuple[str, int]:
 class DecisionLog(Protocol):
     """Optional: the scheme's own per-decision log, written as ``decisions.csv``."""
 
-    def decision_rows(self) -> Any: ...
+    def decision_rows(self) -> Any:
+        """The scheme's decisions so far, one row each (the run folder's ``decisions`` table)."""
 
 
 class Clocks(list):  # type: ignore[type-arg]
@@ -347,6 +358,7 @@ class Clocks(list):  # type: ignore[type-arg]
         self._heap: list[tuple[int, int]] | None = None  # (clock, worker), built on the first argmin
 
     def tick(self, w: int) -> None:
+        """Worker ``w`` finished one more iteration."""
         c = self[w]
         c1 = self[w] = c + 1
         count = self._count
@@ -362,6 +374,7 @@ class Clocks(list):  # type: ignore[type-arg]
             heapq.heappush(self._heap, (c1, w))
 
     def argmin(self) -> int:
+        """A slowest worker: the lowest index among those with the smallest clock."""
         heap = self._heap
         if heap is None:
             heap = self._heap = [(c, i) for i, c in enumerate(self)]

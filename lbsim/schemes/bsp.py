@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.split import even_split
@@ -44,8 +44,41 @@ def check_even_split(batches: tuple[int, ...], ctx: SchemeContext, scheme: str) 
             )
 
 
+class FixedSplit:
+    """A synchronous scheme whose split never changes: the same batches every round, nothing to report."""
+
+    _batches: tuple[int, ...]
+
+    def initial_batches(self) -> tuple[int, ...]:
+        """The split, fixed when the scheme was built."""
+        return self._batches
+
+    def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
+        """The same split: the observations change nothing."""
+        return self._batches
+
+    def diagnostics(self) -> dict[str, object]:
+        """Nothing to report."""
+        return {}
+
+
+class EvenShares:
+    """Every worker takes an equal share of the global batch for the whole run."""
+
+    name: ClassVar[str]
+    _batches: tuple[int, ...]
+
+    def _share_evenly(self, ctx: SchemeContext) -> None:
+        self._batches = even_split(ctx.global_batch, ctx.workers)
+        check_even_split(self._batches, ctx, self.name)
+
+    def batch(self, worker: int) -> int:
+        """``worker``'s batch: the even share, always."""
+        return self._batches[worker]
+
+
 @register_scheme("bsp", BSPConfig)
-class BSP:
+class BSP(FixedSplit):
     """Bulk synchronous: equal batches, a barrier and one update every round."""
 
     name: ClassVar[str]
@@ -58,12 +91,3 @@ class BSP:
         self.required_gradients = n - config.backup_workers
         self._batches = even_split(ctx.global_batch, n)
         check_even_split(self._batches, ctx, "bsp")
-
-    def initial_batches(self) -> tuple[int, ...]:
-        return self._batches
-
-    def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
-        return self._batches
-
-    def diagnostics(self) -> dict[str, object]:
-        return {}

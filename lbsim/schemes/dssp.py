@@ -44,7 +44,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import SchemeContext, fastest_clock, slowest_clock, slowest_worker
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme
@@ -58,6 +58,7 @@ class DSSPConfig:
     rule: Literal["paper", "bounded_lead"] = param("paper", "paper: credit spent one per push, granted again whenever the fastest runs out (its lead can grow); bounded_lead: the credit bounds the lead, never beyond s_U")
 
     def check(self) -> None:
+        """The upper staleness bound is at least the lower one."""
         if self.staleness_high < self.staleness_low:
             raise InputError("staleness_high", f"must be >= staleness_low ({self.staleness_low}), got {self.staleness_high}")
 
@@ -93,9 +94,11 @@ class DSSP:
         self.granted_total = 0
 
     def batch(self, worker: int) -> int:
+        """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        """After ``worker``'s push: record its push times and decide whether it is held at its next start."""
         self.pushes[worker] = self.pushes[worker][-1:] + [time_s]  # the last two push times
         slowest = slowest_worker(clocks)
         lead = clocks[worker] - clocks[slowest]
@@ -137,6 +140,7 @@ class DSSP:
         return r
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        """Whether ``worker`` may start its next iteration: within s_L, or granted extra iterations."""
         if not self.held[worker] or clocks[worker] - slowest_clock(clocks) <= self.s_low:
             return True
         if self.paper and clocks[worker] == fastest_clock(clocks):
@@ -153,4 +157,5 @@ class DSSP:
         return slowest_clock(clocks)
 
     def diagnostics(self) -> dict[str, object]:
+        """How often the controller granted extra iterations, and how many in all."""
         return {"controller_grants": self.grants, "extra_iterations_granted": self.granted_total}

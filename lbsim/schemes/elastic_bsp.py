@@ -25,8 +25,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
-from lbsim.scenario.fields import param
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme
@@ -62,10 +62,12 @@ class ElasticBSP:
         self.rows: list[dict[str, Any]] = []
 
     def batch(self, worker: int) -> int:
+        """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
         # counters stand for min(since) >= monitor_pushes and all(since >= budget): O(1) per push
+        """Count ``worker``'s push; when every worker used its budget, plan the next superstep."""
         self.since[worker] += 1
         if self.since[worker] == self.cfg.monitor_pushes:
             self._monitoring -= 1
@@ -100,6 +102,7 @@ class ElasticBSP:
         self.budget = None
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        """Whether ``worker`` has iterations left in this superstep's budget."""
         return self.budget is None or self.since[worker] < self.budget[worker]
 
     def gate_key(self, clocks: Sequence[int]) -> tuple[int, bool]:
@@ -107,9 +110,11 @@ class ElasticBSP:
         return len(self.rows), self.budget is None
 
     def decision_rows(self) -> list[dict[str, Any]]:
+        """One row per superstep: the budgets and the predicted range."""
         return list(self.rows)
 
     def diagnostics(self) -> dict[str, object]:
+        """Supersteps, mean predicted range, mean wait of the fastest worker."""
         if not self.rows:
             return {"supersteps": 0}
         return {

@@ -35,9 +35,9 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from lbsim.errors import InputError
+from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
 from lbsim.rng import stream
-from lbsim.scenario.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.affine_fit import AffineFitBank
@@ -207,15 +207,6 @@ class LBBSP:
             self.fits.observe(batch[f], compute_s[f])  # type: ignore[index]
             a[f], b[f] = self.fits.coefficients()
         return a, b
-
-    @property
-    def abs_err_s(self) -> list[float]:
-        """Every |predicted - measured| compute time so far, round by round, worker by worker."""
-        return np.concatenate(self._abs_err).tolist() if self._abs_err else []
-
-    @property
-    def rel_err(self) -> list[float]:
-        return np.concatenate(self._rel_err).tolist() if self._rel_err else []
 
     def diagnostics(self) -> dict[str, object]:
         out: dict[str, object] = {"variant": self.cfg.variant, "predictor": self.cfg.predictor}

@@ -45,9 +45,9 @@ import numpy as np
 
 from lbsim.aggregation import check_tolerance
 from lbsim.errors import InputError
+from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
 from lbsim.metrics.records import ColumnRows
-from lbsim.scenario.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.affine_fit import AffineFitBank
@@ -136,12 +136,15 @@ class LOFT:
         return self.decision_rows()
 
     def initial_batches(self) -> tuple[int, ...]:
+        """The first round's batches."""
         return self._batches
 
     def local_samples(self) -> tuple[int, ...]:
+        """How many samples of each worker's batch come from its local shard."""
         return self._local
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
+        """The next round's batches and local counts, from each worker's measured fetch and compute."""
         alpha = self.cfg.fetch_ema
         obs = observation_columns(observation.workers, _FIELDS)
         compute_s, fetch_s = obs["compute_s"], obs["fetch_s"]
@@ -185,6 +188,7 @@ class LOFT:
         return self.cfg.aggregation, self.cfg.tolerance_f
 
     def diagnostics(self) -> dict[str, object]:
+        """Aggregation rule, tolerance, share of local samples, prediction errors."""
         out: dict[str, object] = {"aggregation": self.cfg.aggregation, "tolerance_f": self.cfg.tolerance_f}
         total = sum(sum(p[1]) for p in self._plans)
         local = sum(sum(p[2]) for p in self._plans)

@@ -57,11 +57,13 @@ def scheme_configs() -> Mapping[str, type]:
 
 
 def scheme_names() -> list[str]:
+    """Every registered scheme's name, sorted."""
     _load_all()
     return sorted(_SCHEMES)
 
 
 def scheme_class(name: str) -> type:
+    """The scheme class registered as ``name``; InputError listing the valid names."""
     _load_all()
     if name not in _SCHEMES:
         raise InputError("scheme.name", f"unknown {name!r}; valid: {', '.join(sorted(_SCHEMES))}")

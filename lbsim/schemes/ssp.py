@@ -12,11 +12,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import SchemeContext, slowest_clock
-from lbsim.schemes.bsp import check_even_split
+from lbsim.schemes.bsp import EvenShares
 from lbsim.schemes.registry import register_scheme
-from lbsim.sizing.split import even_split
 
 
 @dataclass(frozen=True)
@@ -30,7 +29,7 @@ def within_bound(clock: int, clocks: Sequence[int], staleness: int) -> bool:
 
 
 @register_scheme("ssp", SSPConfig)
-class SSP:
+class SSP(EvenShares):
     """Stale synchronous: run ahead of the slowest by at most `staleness` clocks."""
 
     name: ClassVar[str]
@@ -38,16 +37,14 @@ class SSP:
 
     def __init__(self, config: SSPConfig, ctx: SchemeContext) -> None:
         self.staleness = config.staleness
-        self._batches = even_split(ctx.global_batch, ctx.workers)
-        check_even_split(self._batches, ctx, self.name)
-
-    def batch(self, worker: int) -> int:
-        return self._batches[worker]
+        self._share_evenly(ctx)
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
+        """SSP keeps no state about pushes (the clocks are enough)."""
         pass
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
+        """Whether ``worker`` is at most ``staleness`` clocks ahead of the slowest."""
         return within_bound(clocks[worker], clocks, self.staleness)
 
     def gate_key(self, clocks: Sequence[int]) -> int:
@@ -55,4 +52,5 @@ class SSP:
         return slowest_clock(clocks)
 
     def diagnostics(self) -> dict[str, object]:
+        """Nothing to report."""
         return {}

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
-from lbsim.schemes.base import RoundObservation, SchemeContext
+from lbsim.fields import param
+from lbsim.schemes.base import SchemeContext
+from lbsim.schemes.bsp import FixedSplit
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.split import InfeasibleSplit, proportional_split
 
@@ -24,7 +25,7 @@ class StaticConfig:
 
 
 @register_scheme("static", StaticConfig)
-class Static:
+class Static(FixedSplit):
     """Static split: batches proportional to nominal speed, fixed for the run."""
 
     name: ClassVar[str]
@@ -38,12 +39,3 @@ class Static:
             )
         except InfeasibleSplit as err:
             raise InputError("workload.global_batch", f"{err} (scheme static, min_batch {config.min_batch})") from None
-
-    def initial_batches(self) -> tuple[int, ...]:
-        return self._batches
-
-    def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
-        return self._batches
-
-    def diagnostics(self) -> dict[str, object]:
-        return {}

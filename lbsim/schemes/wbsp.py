@@ -34,7 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import SchemeContext, WorkerObservation
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme
@@ -84,6 +84,7 @@ class WBSP:
 
     # -- what the engine asks -------------------------------------------------------------------
     def batch(self, worker: int) -> int:
+        """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
     def observe(self, obs: WorkerObservation) -> None:
@@ -127,6 +128,7 @@ class WBSP:
         return True
 
     def diagnostics(self) -> dict[str, object]:
+        """Overlap, rounds, and which worker was designated the slowest."""
         return {
             "wbsp_overlap": self.overlap,
             "wbsp_rounds": self.rounds,

@@ -56,9 +56,11 @@ class Estimate:
 
     @property
     def has_interval(self) -> bool:
+        """Whether the estimate has both ends of an interval."""
         return self.low is not None and self.high is not None
 
     def as_dict(self) -> dict[str, object]:
+        """The estimate as plain data."""
         return {"value": self.value, "low": self.low, "high": self.high, "n": self.n, "method": self.method}
 
     def map(self, fn: Callable[[float], float]) -> Estimate:

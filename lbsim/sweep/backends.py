@@ -20,14 +20,18 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
+from lbsim.errors import InputError
+
 Items = Sequence[tuple[str, Any]]
 
 
 class Backend(Protocol):
-    def map_unordered(self, fn: Callable[[Any], Any], items: Items) -> Iterator[tuple[str, Any]]: ...
+    def map_unordered(self, fn: Callable[[Any], Any], items: Items) -> Iterator[tuple[str, Any]]:
+        """Run ``fn`` on each ``(key, payload)``; yield ``(key, result)`` as each finishes."""
 
 
 def default_jobs() -> int:
+    """The number of cores this process may run on."""
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux
@@ -63,6 +67,7 @@ class LocalPool:
         self.jobs = jobs or default_jobs()
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Items) -> Iterator[tuple[str, Any]]:
+        """Run ``fn`` on each ``(key, payload)`` in a local process pool; yield results as they finish."""
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         if not items:
@@ -90,8 +95,6 @@ class DaskPool:
     @classmethod
     def connect(cls, address: str, *, timeout_s: float = 30.0) -> DaskPool:
         """A client for the scheduler at ``address``; InputError if dask is missing or unreachable."""
-        from lbsim.errors import InputError
-
         try:
             from dask.distributed import Client
         except ImportError:
@@ -102,6 +105,7 @@ class DaskPool:
             raise InputError("--scheduler", f"cannot connect to the Dask scheduler at {address}: {err}") from None
 
     def map_unordered(self, fn: Callable[[Any], Any], items: Items) -> Iterator[tuple[str, Any]]:
+        """Run ``fn`` on each ``(key, payload)`` on the Dask cluster; yield results as they finish."""
         from dask.distributed import as_completed
 
         if not items:

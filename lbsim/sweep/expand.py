@@ -28,9 +28,9 @@ from typing import Any
 from lbsim.errors import InputError
 from lbsim.lifecycle.guards import check_equal_work
 from lbsim.limits import short_repr
-from lbsim.scenario.loader import dump_scenario, scenario_from_data
+from lbsim.scenario.loader import check_yaml_size, dump_scenario, read_yaml, scenario_from_data
 from lbsim.scenario.overrides import apply_overrides, parse_override, parse_yaml, yaml_error_text
-from lbsim.scenario.schema import Scenario
+from lbsim.scenario.schema import Scenario, default_scheme
 from lbsim.sweep.spec import SweepSpec, check_disjoint, parse_sweep
 
 HASH_DIGITS = 16
@@ -111,7 +111,7 @@ def check_equal_work_across_schemes(points: Sequence[SweepPoint]) -> None:
     groups: dict[Scenario, dict[str, Scenario]] = {}
     for p in points:
         if p.scenario.workload.updates is not None:
-            key = replace(p.scenario, scheme=None)  # the point without its scheme (None: the default)
+            key = replace(p.scenario, scheme=default_scheme())  # the point without its scheme
             groups.setdefault(key, {}).setdefault(_scheme_label(p.scenario.scheme), p.scenario)
     for group in groups.values():
         if len(group) > 1:
@@ -142,8 +142,6 @@ def read_sweep_file(path: str | Path) -> dict[str, Any]:
     """The sweep file's data (a one-line InputError if it is missing or not YAML)."""
     import yaml
 
-    from lbsim.scenario.loader import check_yaml_size
-
     p = Path(path)
     if not p.is_file():
         raise InputError(str(path), "sweep file not found")
@@ -163,8 +161,6 @@ def read_sweep_file(path: str | Path) -> dict[str, Any]:
 
 def load_sweep(path: str | Path, overrides: Sequence[str] = ()) -> Sweep:
     """Read and expand a sweep file; errors name the file and the key path (or the failing point)."""
-    from lbsim.scenario.loader import read_yaml
-
     try:
         spec = parse_sweep(read_sweep_file(path))
         base_path = (Path(path).parent / spec.base).resolve()

@@ -40,6 +40,7 @@ class SweepProgress:
         return self
 
     def update(self, done: int, total: int) -> None:
+        """Show ``done`` of ``total`` runs."""
         if self._bar is None:
             return
         if self._task is None:

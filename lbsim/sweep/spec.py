@@ -60,6 +60,7 @@ class SweepSpec:
 
     @property
     def columns(self) -> tuple[str, ...]:
+        """Every factor's columns, in the sweep's order."""
         return tuple(c for f in self.factors for c in f.columns)
 
 

@@ -312,7 +312,3 @@ class LoadBalancer:
         from lbsim.runtime.ddp.sampler import BalancedBatchSampler
 
         return BalancedBatchSampler(self, dataset_size, seed=seed, shuffle=shuffle, drop_last=drop_last)
-
-    def overhead_fraction(self, wall_s: float) -> float:
-        """The share of ``wall_s`` (e.g. an epoch's time) spent in the balancer's decisions."""
-        return self.overhead_s / wall_s if wall_s > 0 else 0.0

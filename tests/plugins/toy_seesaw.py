@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from lbsim.scenario.fields import param
+from lbsim.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.split import even_split

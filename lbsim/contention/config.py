@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from lbsim.errors import InputError
-from lbsim.scenario.fields import param
+from lbsim.fields import param
+from lbsim.workers import Workers
 
 Target = Literal["compute", "network", "both"]
-Workers = Literal["all"] | tuple[int | str, ...]
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,7 @@ class ScheduledContention:
     target: Target = param("compute", "what is slowed: compute, network or both")
 
     def check(self) -> None:
+        """The window ends after it starts."""
         if self.end_s is not None and self.end_s <= self.start_s:
             raise InputError("end_s", f"must be > start_s ({self.start_s:g}), got {self.end_s:g}")
 
@@ -54,6 +55,7 @@ class MarkovContention:
     start_on: bool = param(False, "start in an interference period")
 
     def check(self) -> None:
+        """The slowdown range is not empty."""
         if self.slowdown_max < self.slowdown_min:
             raise InputError("slowdown_max", f"must be >= slowdown_min ({self.slowdown_min:g})")
 
@@ -77,6 +79,7 @@ class TraceContention:
 
 
 def contention_configs() -> dict[str, type]:
+    """The ``contention`` entries by ``name``: scheduled, markov, trace."""
     return {c.kind: c for c in (ScheduledContention, MarkovContention, TraceContention)}
 
 

@@ -17,6 +17,9 @@ from typing import Literal
 from lbsim.errors import InputError
 from lbsim.limits import short_repr
 
+Workers = Literal["all"] | tuple[int | str, ...]
+"""A ``workers:`` selector: ``all``, or worker indices and instance types (:func:`select_workers`)."""
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -62,16 +65,18 @@ class ComputeCurve:
     steps_s: tuple[float, ...]
 
     def step_s(self, batch: float) -> float:
+        """t(b): the step time at ``batch``, linear between points, the end segments extended (never below 0)."""
         b, t = self.batches, self.steps_s
         i = bisect.bisect_right(b, batch) - 1
         i = min(max(i, 0), len(b) - 2)  # the end segments extend beyond the ends
         return max(0.0, t[i] + (t[i + 1] - t[i]) * (batch - b[i]) / (b[i + 1] - b[i]))
 
     def scaled(self, factor: float) -> ComputeCurve:
+        """The curve with every step time multiplied by ``factor``."""
         return ComputeCurve(self.batches, tuple(s * factor for s in self.steps_s))
 
 
-def select_workers(selector: str | tuple[int | str, ...], workers: tuple[WorkerSpec, ...], path: str) -> tuple[int, ...]:
+def select_workers(selector: Workers, workers: tuple[WorkerSpec, ...], path: str) -> tuple[int, ...]:
     """Worker indices named by a contention ``workers:`` value ('all', indices, instance names)."""
     if isinstance(selector, str):  # the only string allowed is 'all'
         return tuple(range(len(workers)))
