@@ -46,6 +46,7 @@ HEADER_KEYS = {
     "clock": "what the times count from",
     "created_by": "the tool and version that wrote the recording",
     "flush_every": "steps between a shard's flushes",
+    "balancer": "the runtime balancer's own settings (decide_every, lag; null in observe mode)",
     "note": "free text",
 }
 REQUIRED_HEADER_KEYS = ("format", "version", "world_size")
