@@ -4,21 +4,34 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("job", help="a recorded job folder (job.json + rank-NNNNN.csv) or one generic CSV/Parquet file")
-    sp.add_argument("--out", help="output folder (default: runs/<job folder name>/whatif)")
+    sp.add_argument("--scheme", help="the scheme a generic file's job ran (default: its job.json's, else bsp: plain DDP)")
+    sp.add_argument("--schemes", help="comma-separated schemes to predict (default: every registered one but loft; "
+                                      "bsp over the all-reduce, plain DDP, is the baseline)")
+    sp.add_argument("--bootstrap", type=int, default=20, metavar="N",
+                    help="moving-block bootstrap replicates over steps for the speedup intervals (default 20; 0: none)")
+    sp.add_argument("--out", help="output folder (default: runs/<job name>/whatif)")
     sp.add_argument("--replace", action="store_true", help="write over an earlier result in the default output folder")
-    sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
+    sp.add_argument("-q", "--quiet", action="store_true", help="print nothing")
 
 
 def cmd_whatif(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from lbsim.recording import read_recording
+    from lbsim.lifecycle.guards import default_out, scheme_list
+    from lbsim.run_folder import choose_out
+    from lbsim.whatif.report import summary_lines
+    from lbsim.whatif.run import whatif
 
-    rec = read_recording(args.job)
+    schemes = scheme_list(args.schemes, "--schemes") if args.schemes else None
+    choice = choose_out(args.out, default_out(Path(args.job).name, "whatif"), replace=args.replace)
+    args.out_choice = choice
+    outcome = whatif(args.job, choice.path, scheme=args.scheme, schemes=schemes, bootstrap=args.bootstrap,
+                     argv=["lbsim", *argv])
     if not args.quiet:
-        print(f"{rec.source}: {rec.ranks} ranks x {rec.steps_used} steps, {rec.job_s:.3f} s recorded")
-        for note in rec.notes:
-            print(note)
+        for line in summary_lines(outcome):
+            print(line)
+        print(f"results in {choice.path}/ (scenario.yaml: the fitted job, editable; whatif.json; heatmap)")
     return 0
