@@ -18,7 +18,8 @@ seconds since the ranks' common start: a straggler that moves, a replayed trace)
 ``--record DIR`` records the job (every rank's batch, compute and step moments, :mod:`lbsim.runtime.ddp.recorder`)
 for ``lbsim whatif DIR`` (docs/whatif.md): in ``--mode ddp`` the plain script is only observed. Rank 0 prints one JSON line per epoch
 (``epoch``, ``epoch_s``, ``samples_per_s``, ``test_accuracy``, ``batches``: the mean batch per rank,
-``overhead_s`` / ``overhead_cpu_s``: rank 0's wall / CPU time in LB-BSP's balancer, ``steps``) and writes them to ``--json`` if given.
+``overhead_s`` / ``overhead_cpu_s``: rank 0's wall / CPU time in LB-BSP's balancer, ``recorder_s``: rank 0's
+wall time in the recorder's calls, ``steps``) and writes them to ``--json`` if given.
 """
 
 from __future__ import annotations
@@ -151,6 +152,7 @@ def main() -> None:
         start = time.perf_counter()
         overhead0 = lb.overhead_s if lb is not None else 0.0
         cpu0 = lb.overhead_cpu_s if lb is not None else 0.0
+        rec0 = recorder.cost_s if recorder is not None else 0.0
         samples, sizes = 0, []
         for x, y in loader:
             if lb is None and slowed is not None:
@@ -184,6 +186,7 @@ def main() -> None:
                     "batches": [round(float(g[1]), 2) for g in gathered],
                     "overhead_s": round((lb.overhead_s if lb is not None else 0.0) - overhead0, 5),
                     "overhead_cpu_s": round((lb.overhead_cpu_s if lb is not None else 0.0) - cpu0, 5),
+                    "recorder_s": round((recorder.cost_s if recorder is not None else 0.0) - rec0, 6),
                     "steps": len(sizes), "device": str(device), "backend": backend}
             lines.append(line)
             print(json.dumps(line), flush=True)

@@ -22,6 +22,7 @@ import numpy as np
 import yaml
 
 from lbsim.calibration.scenario import default_instance
+from lbsim.errors import InputError
 from lbsim.limits import MAX_TRACE_ROWS
 from lbsim.recording.schema import Recording
 from lbsim.schemes.registry import scheme_configs
@@ -59,8 +60,14 @@ def trace_csv(start_s: np.ndarray, factors: np.ndarray) -> str:
     return "".join(lines)
 
 
-def _instance(device: str, node_size: int) -> str:
-    return default_instance(node_size) if device.startswith("cuda") else CPU_INSTANCE
+def _instance(device: str, node_size: int, host: str) -> str:
+    if not device.startswith("cuda"):
+        return CPU_INSTANCE
+    try:
+        return default_instance(node_size)
+    except ValueError:
+        raise InputError(host, f"{node_size} GPU ranks on one host: more than any catalog instance holds "
+                               "(a scenario node is one instance)") from None
 
 
 def scheme_section(scheme: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +83,7 @@ def scenario_data(rec: Recording, fit: JobFit, *, name: str) -> dict[str, Any]:
     for g in fit.groups:
         curve = fit.base[g.ranks[0]]
         groups.append({
-            "instance": _instance(g.device, len(g.ranks)), "count": len(g.ranks), "workers_per_node": len(g.ranks),
+            "instance": _instance(g.device, len(g.ranks), g.host), "count": len(g.ranks), "workers_per_node": len(g.ranks),
             "t0_s": _g(curve.t0_s), "samples_per_s": _g(1.0 / curve.per_sample_s), "max_batch": fit.global_batch,
             "bandwidth_gbps": _g(fit.link_gbps), "nic_latency_s": 0.0,
             "intra_bandwidth_gbps": _g(fit.link_gbps), "intra_latency_s": 0.0,

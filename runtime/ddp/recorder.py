@@ -92,6 +92,7 @@ class Recorder:
         self._synced: Any = None
         self._file: Any = None
         self._closed = False
+        self.cost_s = 0.0  # wall time spent in the recorder's own calls (hook marks, steps, flushes): its overhead
         dist.barrier(group=group)  # the common start: every rank's clock counts from here
         self.origin_s = time.perf_counter()
         self._origin_ev: Any = self._event() if self.cuda else None
@@ -121,7 +122,9 @@ class Recorder:
         clock = self.clock
 
         def hook(state, bucket):  # type: ignore[no-untyped-def]  # DDP checks annotations: none given
+            t = time.perf_counter()
             clock.mark()
+            self.cost_s += time.perf_counter() - t
             return inner(state, bucket)
 
         return hook
@@ -143,18 +146,23 @@ class Recorder:
         """This rank holds its batch of ``samples`` (``tokens``: its tokens, where the script counts them)."""
         if self.balancer is None:
             self.clock.start()
+        t = time.perf_counter()
         if self._has_tokens is None:
             self._has_tokens = tokens is not None
         elif self._has_tokens != (tokens is not None):
             raise ValueError("tokens: pass them at every step or at none (one shard has one set of columns)")
         self._samples, self._tokens = int(samples), tokens
+        self.cost_s += time.perf_counter() - t
 
     def synced(self) -> None:
         """Backward has returned: every gradient bucket is all-reduced."""
+        t = time.perf_counter()
         self._synced = self._now()
+        self.cost_s += time.perf_counter() - t
 
     def end(self) -> None:
         """The optimizer step has returned: the step is complete (flushed every ``flush_every`` steps)."""
+        t = time.perf_counter()
         opt_end = self._now()
         synced = self._synced if self._synced is not None else opt_end
         start = self.clock.start_event if self.cuda else self.clock.started_s
@@ -163,6 +171,7 @@ class Recorder:
         self._synced = None
         if len(self._pending) >= self.flush_every:
             self.flush()
+        self.cost_s += time.perf_counter() - t
 
     # -- files -------------------------------------------------------------------------------------------------
     def _write_header(self, *, complete: bool) -> None:
