@@ -132,3 +132,23 @@ def test_read_without_torch(job: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["3", "8"]
+
+
+def test_docs_pandas_conversion_gives_a_readable_generic_csv(tmp_path: Path, monkeypatch) -> None:
+    """docs/whatif.md's conversion of another tool's log (ms since the epoch, other names), run as written."""
+    import pandas as pd
+
+    text = (REPO / "docs" / "whatif.md").read_text()
+    code = next(block.split("```", 1)[0] for block in text.split("```python")[1:] if "timings.csv" in block)
+    rec = synthetic_recording(ranks=2, steps=5)
+    epoch_ms = 1.7e12
+    rows = [{"rank": r, "hostname": "n0", "it": k, "bs": int(rec.samples[r, k]),
+             "t_load_ms": epoch_ms + 1e3 * rec.batch_ready_s[r, k], "t_bwd_last_hook_ms": epoch_ms + 1e3 * rec.last_bucket_s[r, k],
+             "t_bwd_done_ms": epoch_ms + 1e3 * rec.step_end_s[r, k], "t_opt_ms": epoch_ms + 1e3 * rec.optimizer_end_s[r, k]}
+            for k in range(5) for r in range(2)]
+    pd.DataFrame(rows).to_csv(tmp_path / "timings.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/whatif.md", "exec"), {})
+    got = read_recording(tmp_path / "steps.csv")
+    np.testing.assert_allclose(got.compute_s, rec.compute_s, atol=1e-5)
+    assert got.devices == ("cuda:A100", "cuda:A100")
