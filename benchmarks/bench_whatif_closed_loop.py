@@ -14,7 +14,8 @@ both arms. One pair:
 2. **predict**: ``lbsim whatif`` on that recording: the predicted speedup of LB-BSP as the library
    runs it (``lbbsp_library``: variant cpu, predictor ema, split_dead_band 0.1) over the replayed job;
 3. **realize**: the same script with LB-BSP (``--mode lbbsp --variant cpu --predictor ema
-   --drop-last``: the same 14 steps of 96 samples per epoch), recorded too; the realized speedup is
+   --drop-last --decide-every 1``: the same 14 steps of 96 samples per epoch; a decision every step,
+   still in flight (lag 2), the rhythm of the scheme whatif replays), recorded too; the realized speedup is
    the ratio of the two recordings' sample rates (samples / job time, first batch to last
    optimizer step, measured the same way in both).
 
@@ -26,6 +27,10 @@ The arms alternate (observe first in even pairs, LB-BSP first in odd ones). Patt
   4.0): ranks 0, 1, 2 replay trace workers 1, 4, 0 (a fast one, a mid one, a slow one), one trace
   iteration per ``PAI_STEP_S`` seconds, each factor over the fast worker's median, floored at 1 (an
   emulated slowdown cannot speed a rank up).
+
+Diagnosis (not a prediction: it reads the realized run): a plain DDP job never varies its batch, so
+its fixed per-step compute ``t0`` is invisible and whatif assumes 0 (``--t0-s`` gives it); each pair
+also reports the ``t0`` the LB-BSP run's varied batches show and the prediction with it.
 
 ``overhead``: the plain script without contention, with ``--record``; the recorder's own calls
 (its hook mark, ``begin``/``synced``/``end`` and flushes: ``recorder_s`` of rank 0) as a share of the
@@ -50,7 +55,7 @@ sys.path.insert(0, str(REPO))
 
 from lbsim.recording import read_recording  # noqa: E402
 
-EPOCHS = 4
+EPOCHS = 8
 REPEATS = 5
 OVERHEAD_REPEATS = 3
 GLOBAL_BATCH = 96
@@ -85,6 +90,9 @@ def pattern_trace(name: str, horizon_s: float = 60.0) -> str:
     return "\n".join(rows) + "\n"
 
 
+LBBSP_ARGS = ("--decide-every", "1")  # a decision every step (in flight, lag 2): the scheme's rhythm, as whatif replays it
+
+
 def run_example(mode: str, *, record: Path | None, trace: Path | None, epochs: int = EPOCHS) -> list[dict[str, Any]]:
     """One ``torchrun --nproc-per-node=3 examples/ddp_digits.py`` run; its per-epoch JSON lines."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,6 +105,8 @@ def run_example(mode: str, *, record: Path | None, trace: Path | None, epochs: i
             cmd += ["--record", str(record)]
         if trace is not None:
             cmd += ["--slow-trace", str(trace)]
+        if mode == "lbbsp":
+            cmd += list(LBBSP_ARGS)
         env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
         proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
         if proc.returncode != 0:
@@ -109,11 +119,23 @@ def recorded_rate(folder: Path) -> float:
     return float(rec.samples.sum()) / rec.job_s
 
 
-def predict(folder: Path, out: Path) -> dict[str, float]:
+def predict(folder: Path, out: Path, t0_s: float | None = None) -> dict[str, float]:
     from lbsim.whatif.run import LIBRARY_LBBSP, whatif
 
-    o = whatif(folder, out, schemes=["bsp", "lbbsp"], bootstrap=0)
+    o = whatif(folder, out, schemes=["bsp", "lbbsp"], bootstrap=0, t0_s=t0_s)
     return {"predicted": o.row(LIBRARY_LBBSP).speedup.value, "replay_error": o.replay_error, "lost_share": o.lost_share}
+
+
+def fixed_cost_s(lb_folder: Path, obs_folder: Path) -> float:
+    """Diagnosis, not prediction: the per-step fixed compute t0 the LB-BSP run's varied batches show
+    (median over its ranks' fits), capped below the plain run's median compute."""
+    import numpy as np
+
+    from lbsim.whatif.fit import fit_recording
+
+    t0s = [c.t0_s for c in fit_recording(read_recording(lb_folder)).rank_curves if c.varied]
+    cap = 0.9 * float(np.median(read_recording(obs_folder).compute_s))
+    return min(float(np.median(t0s)), cap) if t0s else 0.0
 
 
 def load_average() -> float:
@@ -125,10 +147,12 @@ def spread(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "q1": q[0], "q3": q[2], "min": min(values), "max": max(values)}
 
 
-def closed_loop(pattern: str, repeats: int = REPEATS, epochs: int = EPOCHS) -> dict[str, Any]:
+def closed_loop(pattern: str, repeats: int = REPEATS, epochs: int = EPOCHS, keep: Path | None = None) -> dict[str, Any]:
     pairs = []
     loads = [load_average()]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = scratch if keep is None else str(keep / pattern)
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         trace = Path(tmp) / f"{pattern}.csv"
         trace.write_text(pattern_trace(pattern))
         for i in range(repeats):
@@ -137,11 +161,16 @@ def closed_loop(pattern: str, repeats: int = REPEATS, epochs: int = EPOCHS) -> d
                 run_example(mode, record=obs if mode == "ddp" else lb, trace=trace, epochs=epochs)
             p = predict(obs, Path(tmp) / f"whatif{i}")
             realized = recorded_rate(lb) / recorded_rate(obs)
-            pairs.append({**p, "realized": realized, "error": p["predicted"] / realized - 1.0})
+            t0 = fixed_cost_s(lb, obs)
+            with_t0 = predict(obs, Path(tmp) / f"whatif_t0_{i}", t0)["predicted"]
+            pairs.append({**p, "realized": realized, "error": p["predicted"] / realized - 1.0, "lb_t0_s": t0,
+                          "predicted_with_lb_t0": with_t0, "error_with_lb_t0": with_t0 / realized - 1.0})
             loads.append(load_average())
     return {"pattern": pattern, "pairs": pairs, "predicted": spread([p["predicted"] for p in pairs]),
             "realized": spread([p["realized"] for p in pairs]), "error": spread([p["error"] for p in pairs]),
-            "replay_error": spread([p["replay_error"] for p in pairs]), "load": loads}
+            "replay_error": spread([p["replay_error"] for p in pairs]),
+            "error_with_lb_t0": spread([p["error_with_lb_t0"] for p in pairs]), "lb_t0_s": spread([p["lb_t0_s"] for p in pairs]),
+            "load": loads}
 
 
 def overhead(repeats: int = OVERHEAD_REPEATS, epochs: int = EPOCHS) -> dict[str, Any]:
@@ -182,6 +211,7 @@ def main() -> None:
     p.add_argument("--overhead-repeats", type=int, default=OVERHEAD_REPEATS)
     p.add_argument("--epochs", type=int, default=EPOCHS)
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--keep", type=Path, default=None, help="keep the recordings and whatif folders here (PATTERN/obsI, lbI, whatifI)")
     args = p.parse_args()
     results: dict[str, Any] = {}
     for what in args.what:
@@ -190,9 +220,10 @@ def main() -> None:
             print(f"overhead: recorder {_fmt(r['recorder_share'], True)} of epoch time; recorded/plain rate "
                   f"{_fmt(r['rate_ratio'])}; load {r['load'][0]:.1f}->{r['load'][-1]:.1f}", flush=True)
         else:
-            r = closed_loop(what, args.repeats, args.epochs)
+            r = closed_loop(what, args.repeats, args.epochs, args.keep)
             print(f"{what}: predicted {_fmt(r['predicted'])}, realized {_fmt(r['realized'])}, "
-                  f"error {_fmt(r['error'], True)}, replay {_fmt(r['replay_error'], True)}; "
+                  f"error {_fmt(r['error'], True)}, replay {_fmt(r['replay_error'], True)}; with the LB run's t0 "
+                  f"{_fmt(r['lb_t0_s'])} s: error {_fmt(r['error_with_lb_t0'], True)}; "
                   f"load {r['load'][0]:.1f}->{r['load'][-1]:.1f}", flush=True)
         results[what] = r
     if args.json is not None:

@@ -79,3 +79,15 @@ def test_command_is_deterministic_and_reports_a_killed_job(tmp_path: Path, capsy
     printed = capsys.readouterr().out
     assert "used 10 of 12 recorded steps" in printed and "rank 0" in printed
     assert json.loads(texts[0])["job"]["steps_used"] == 10
+
+
+def test_a_given_fixed_cost_shapes_the_curves_of_equal_batch_ranks() -> None:
+    from lbsim.errors import InputError
+    from lbsim.whatif.fit import fit_recording
+
+    rec = synthetic_recording(ranks=3, steps=10, samples=32, compute_s=0.04, slow={2: (0.0, None, 3.0)})
+    fit = fit_recording(rec, t0_s=0.008)
+    assert fit.base[0].t0_s == 0.008 and fit.base[0].per_sample_s == pytest.approx(0.001)
+    assert fit.factors[2] == pytest.approx(3.0) and fit.factors[0] == pytest.approx(1.0)
+    with pytest.raises(InputError, match="--t0-s"):
+        fit_recording(rec, t0_s=0.05)

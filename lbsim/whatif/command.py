@@ -14,6 +14,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
                                       "bsp over the all-reduce, plain DDP, is the baseline)")
     sp.add_argument("--bootstrap", type=int, default=20, metavar="N",
                     help="moving-block bootstrap replicates over steps for the speedup intervals (default 20; 0: none)")
+    sp.add_argument("--t0-s", type=float, metavar="SECONDS",
+                    help="fixed per-step compute of every rank whose batch never varied (a plain DDP job cannot show it; "
+                         "e.g. lbsim profile-model's t0_s; default 0: compute proportional to the batch)")
     sp.add_argument("--out", help="output folder (default: runs/<job name>/whatif)")
     sp.add_argument("--replace", action="store_true", help="write over an earlier result in the default output folder")
     sp.add_argument("-q", "--quiet", action="store_true", help="print nothing")
@@ -29,7 +32,7 @@ def cmd_whatif(args: argparse.Namespace, argv: Sequence[str]) -> int:
     choice = choose_out(args.out, default_out(Path(args.job).name, "whatif"), replace=args.replace)
     args.out_choice = choice
     outcome = whatif(args.job, choice.path, scheme=args.scheme, schemes=schemes, bootstrap=args.bootstrap,
-                     argv=["lbsim", *argv])
+                     t0_s=args.t0_s, argv=["lbsim", *argv])
     if not args.quiet:
         for line in summary_lines(outcome):
             print(line)

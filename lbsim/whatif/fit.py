@@ -5,7 +5,8 @@ Notation: rank ``r``, step ``k``, batch ``b_rk``, compute ``c_rk = last_bucket_s
 * **Each rank's own curve** ``t_r(b) = t0_r + b s_r``. Where the rank's batch varied (at least
   :data:`MIN_BATCHES` distinct sizes spanning a factor :data:`MIN_SPAN`), least squares of ``c`` on
   ``b``, refitted on the steps at or below the first fit (the unslowed half: a slowed step is a
-  high residual, not a different curve); else its speed: ``t0_r = 0``, ``s_r = median_k c_rk / b_rk``.
+  high residual, not a different curve); else its speed: ``t0_r = t0`` (0 unless given: a job whose
+  batches never vary cannot show its fixed per-step cost), ``s_r = median_k (c_rk - t0) / b_rk``.
 * **Device classes.** Ranks on the same device (``device`` column) share one *base* curve, the
   unslowed speed of that device: the curve of the class's lower-median rank at the class's median
   batch. A rank slower than its peers all along is a straggler of that size, not a slower device.
@@ -94,8 +95,9 @@ class JobFit:
         return np.stack([c.at(batches[r]) for r, c in enumerate(self.base)])
 
 
-def rank_curve(b: np.ndarray, c: np.ndarray) -> Curve:
-    """One rank's t(b) (module docstring)."""
+def rank_curve(b: np.ndarray, c: np.ndarray, t0_s: float | None = None) -> Curve:
+    """One rank's t(b) (module docstring); ``t0_s``: the fixed per-step cost where the batch did not
+    vary (a plain DDP job cannot show it: given, e.g. from ``lbsim profile-model``; None: 0)."""
     if len(np.unique(b)) >= MIN_BATCHES and b.max() >= MIN_SPAN * b.min():
         slope, t0 = np.polyfit(b, c, 1)
         keep = c <= t0 + slope * b  # the unslowed half
@@ -103,7 +105,8 @@ def rank_curve(b: np.ndarray, c: np.ndarray) -> Curve:
             slope, t0 = np.polyfit(b[keep], c[keep], 1)
         if slope > 0 and t0 >= 0:
             return Curve(float(t0), float(slope), True)
-    return Curve(0.0, float(np.median(c / b)), False)
+    t0 = float(t0_s or 0.0)
+    return Curve(t0, float(np.median(np.maximum(c - t0, 1e-9) / b)), False)
 
 
 def _groups(rec: Recording) -> tuple[Group, ...]:
@@ -120,15 +123,17 @@ def _lower_median(a: np.ndarray, axis: int = 0) -> np.ndarray:
     return np.quantile(a, 0.5, axis=axis, method="lower")
 
 
-def fit_recording(rec: Recording) -> JobFit:
-    """The job model of ``rec`` (module docstring)."""
+def fit_recording(rec: Recording, t0_s: float | None = None) -> JobFit:
+    """The job model of ``rec`` (module docstring); ``t0_s``: see :func:`rank_curve`."""
     if rec.ranks < 2:
         raise InputError(rec.source, f"{rec.ranks} rank: a what-if of data parallelism needs at least 2 ranks")
     if rec.steps_used < 2:
         raise InputError(rec.source, f"{rec.steps_used} complete step: a what-if needs at least 2")
     b = rec.samples.astype(float)
     c = np.maximum(rec.compute_s, 1e-9)
-    own = tuple(rank_curve(b[r], c[r]) for r in range(rec.ranks))
+    if t0_s is not None and not 0 <= t0_s < float(np.median(c)):
+        raise InputError("--t0-s", f"must lie in [0, {float(np.median(c)):.6g}) s (the recording's median compute), got {t0_s:g}")
+    own = tuple(rank_curve(b[r], c[r], t0_s) for r in range(rec.ranks))
     base: list[Curve] = [own[0]] * rec.ranks
     for device in sorted(set(rec.devices)):
         members = [r for r in range(rec.ranks) if rec.devices[r] == device]

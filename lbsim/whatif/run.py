@@ -91,7 +91,8 @@ def _rewrite_paths(folder: Path, stage: Path, out: Path) -> None:
 
 
 def whatif(job: str | Path, out: Path, *, scheme: str | None = None, schemes: Sequence[str] | None = None,
-           bootstrap: int = 20, argv: Sequence[str] | None = None, finish: Any = None) -> WhatifOutcome:
+           bootstrap: int = 20, t0_s: float | None = None, argv: Sequence[str] | None = None,
+           finish: Any = None) -> WhatifOutcome:
     """Read, fit, replay and compare the recorded job ``job`` into ``out`` (module docstring)."""
     if not 0 <= bootstrap <= MAX_BOOTSTRAP:
         raise InputError("--bootstrap", f"must lie in [0, {MAX_BOOTSTRAP}], got {bootstrap}")
@@ -102,7 +103,7 @@ def whatif(job: str | Path, out: Path, *, scheme: str | None = None, schemes: Se
     if scheme is not None:
         lifecycle.check_scheme_names("--scheme", [scheme])
     rec = read_recording(job, scheme={"name": scheme} if scheme is not None else None)
-    fit = fit_recording(rec)
+    fit = fit_recording(rec, t0_s)
     attribution = attribute(fit, rec.samples)
     name = Path(job).name.split(".")[0] or "job"
     data = scenario_data(rec, fit, name=f"whatif_{name}")
