@@ -17,8 +17,9 @@ Notation: rank ``r``, step ``k``, batch ``b_rk``, compute ``c_rk = last_bucket_s
   rank's work to what the typical rank did): ``f*_rk = min(f_rk, m_k)``, ``m_k`` the lower median of
   ``f`` over the class's ranks at step ``k``: no rank slower than the typical one, the noise all
   share kept.
-* **Communication and per-step overhead**: ``comm_s = median_k min_r (step_end_s - last_bucket_s)``
-  (the slowest rank's tail: the all-reduce of the last bucket; the others' tails include waiting)
+* **Communication and per-step overhead**: ``comm_s = mean_k min_r (step_end_s - last_bucket_s)``
+  (the slowest rank's tail: the all-reduce of the last bucket; the others' tails include waiting;
+  the mean, so that the stalls a collective sometimes suffers count as they did in the job)
   plus the mean, over ranks and steps, of the optimizer step and the loader gap
   (``optimizer_end_s - step_end_s`` and the next ``batch_ready_s - optimizer_end_s``: work after the
   all-reduce, at the same time on every rank, not slowed by a straggler). In the scenario it is an
@@ -149,7 +150,7 @@ def fit_recording(rec: Recording, t0_s: float | None = None) -> JobFit:
         members = [r for r in range(rec.ranks) if rec.devices[r] == device]
         typical = _lower_median(factors[members], axis=0)
         ideal[members] = np.minimum(factors[members], typical)
-    tail = float(np.median(rec.tail_s.min(axis=0)))
+    tail = float(rec.tail_s.min(axis=0).mean())
     opt = rec.optimizer_end_s - rec.step_end_s
     loader = rec.batch_ready_s[:, 1:] - rec.optimizer_end_s[:, :-1]
     overhead = float(opt.mean() + loader.mean())
