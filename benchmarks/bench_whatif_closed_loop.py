@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -159,13 +160,33 @@ def closed_loop(pattern: str, repeats: int = REPEATS, epochs: int = EPOCHS, keep
             obs, lb = Path(tmp) / f"obs{i}", Path(tmp) / f"lb{i}"
             for mode in (("ddp", "lbbsp") if i % 2 == 0 else ("lbbsp", "ddp")):
                 run_example(mode, record=obs if mode == "ddp" else lb, trace=trace, epochs=epochs)
-            p = predict(obs, Path(tmp) / f"whatif{i}")
-            realized = recorded_rate(lb) / recorded_rate(obs)
-            t0 = fixed_cost_s(lb, obs)
-            with_t0 = predict(obs, Path(tmp) / f"whatif_t0_{i}", t0)["predicted"]
-            pairs.append({**p, "realized": realized, "error": p["predicted"] / realized - 1.0, "lb_t0_s": t0,
-                          "predicted_with_lb_t0": with_t0, "error_with_lb_t0": with_t0 / realized - 1.0})
+            pairs.append(pair(obs, lb, Path(tmp), i))
             loads.append(load_average())
+    return summarize(pattern, pairs, loads)
+
+
+def pair(obs: Path, lb: Path, work: Path, i: int) -> dict[str, float]:
+    """Predicted (from the plain run's recording) and realized (the two recordings' rates) speedup of one pair."""
+    p = predict(obs, work / f"whatif{i}")
+    realized = recorded_rate(lb) / recorded_rate(obs)
+    t0 = fixed_cost_s(lb, obs)
+    with_t0 = predict(obs, work / f"whatif_t0_{i}", t0)["predicted"]
+    return {**p, "realized": realized, "error": p["predicted"] / realized - 1.0, "lb_t0_s": t0,
+            "predicted_with_lb_t0": with_t0, "error_with_lb_t0": with_t0 / realized - 1.0}
+
+
+def repredict(kept: Path, pattern: str, loads: list[float]) -> dict[str, Any]:
+    """The pairs of a ``--keep`` folder predicted again by this lbsim (the recordings are the measurements)."""
+    pairs = []
+    for i in range(REPEATS * 20):
+        obs, lb = kept / pattern / f"obs{i}", kept / pattern / f"lb{i}"
+        if not (obs / "job.json").exists() or not (lb / "job.json").exists():
+            break
+        pairs.append(pair(obs, lb, kept / pattern, i))
+    return summarize(pattern, pairs, loads)
+
+
+def summarize(pattern: str, pairs: list[dict[str, float]], loads: list[float]) -> dict[str, Any]:
     return {"pattern": pattern, "pairs": pairs, "predicted": spread([p["predicted"] for p in pairs]),
             "realized": spread([p["realized"] for p in pairs]), "error": spread([p["error"] for p in pairs]),
             "replay_error": spread([p["replay_error"] for p in pairs]),
@@ -212,9 +233,22 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=EPOCHS)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--keep", type=Path, default=None, help="keep the recordings and whatif folders here (PATTERN/obsI, lbI, whatifI)")
+    p.add_argument("--repredict", type=Path, default=None, metavar="KEPT",
+                   help="run nothing: predict again the pairs a --keep folder holds (with --json from that run: its loads)")
     args = p.parse_args()
     results: dict[str, Any] = {}
+    earlier = json.loads(args.json.read_text()) if args.repredict is not None and args.json and args.json.exists() else {}
     for what in args.what:
+        if args.repredict is not None:
+            if what in PATTERNS and (args.repredict / what).is_dir():
+                r = repredict(args.repredict, what, earlier.get(what, {}).get("load", [math.nan]))
+                print(f"{what}: predicted {_fmt(r['predicted'])}, realized {_fmt(r['realized'])}, error {_fmt(r['error'], True)}, "
+                      f"replay {_fmt(r['replay_error'], True)}; with the LB run's t0 {_fmt(r['lb_t0_s'])} s: "
+                      f"error {_fmt(r['error_with_lb_t0'], True)}", flush=True)
+                results[what] = r
+            elif what in earlier:
+                results[what] = earlier[what]
+            continue
         if what == "overhead":
             r = overhead(args.overhead_repeats, args.epochs)
             print(f"overhead: recorder {_fmt(r['recorder_share'], True)} of epoch time; recorded/plain rate "
