@@ -6,7 +6,8 @@ The folder it writes (swapped in whole, :mod:`lbsim.run_folder`)::
     replay/     the job under its own scheme (must reproduce the recorded job time)
     ideal/      the same without stragglers (every rank no slower than its device's typical rank)
     compare/    every scheme, each on its family's network (lbsim compare --cross-family), vs plain DDP
-    lbbsp_library/   LB-BSP as lbsim.runtime.ddp deploys it (predictor ema, split_dead_band 0.1)
+    lbbsp_library/   LB-BSP as lbsim.runtime.ddp deploys it (predictor ema, split_dead_band 0.1, a decision
+                per 4 steps taking effect 2 windows later)
     whatif.json the figures below; heatmap.csv (+ heatmap.png with matplotlib): slowdown by rank x time
 
 Every replay is a plan (:func:`lbsim.lifecycle.plan_run`, :func:`~lbsim.lifecycle.plan_compare`)
@@ -44,7 +45,8 @@ from lbsim.whatif.report import write_report
 from lbsim.whatif.scenario import IDEAL_TRACE_FILE, TRACE_FILE, scenario_data, scenario_yaml, trace_csv
 
 LIBRARY_LBBSP = "lbbsp_library"
-LIBRARY_OPTIONS = {"scheme.predictor": "ema", "scheme.split_dead_band": 0.1}  # lbsim.runtime.ddp's defaults
+# lbsim.runtime.ddp's defaults: predictor ema, split_dead_band 0.1, one decision per 4 steps, in flight (lag 2)
+LIBRARY_OPTIONS = {"scheme.predictor": "ema", "scheme.split_dead_band": 0.1, "scheme.decide_every": 4, "scheme.decision_lag": 2}
 MAX_BOOTSTRAP = 200
 BOOTSTRAP_SEED = 20_261_127
 

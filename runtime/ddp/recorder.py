@@ -80,6 +80,8 @@ class Recorder:
         self.global_batch = global_batch if global_batch is not None else getattr(balancer, "global_batch", None)
         if balancer is not None:
             options = {k: v for k, v in asdict(balancer.config).items() if v is not None}
+            # the balancer's rhythm, as the simulated scheme models it (lbsim.schemes.lbbsp: decide_every, decision_lag)
+            options.update(decide_every=balancer.decide_every, decision_lag=2 if balancer.lag == 2 else 0)
             self.scheme: dict[str, Any] = {"name": "lbbsp", **options}
         else:
             self.scheme = {"name": "bsp"}
