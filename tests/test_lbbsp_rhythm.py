@@ -4,7 +4,7 @@ which split, in closed form, with predictor ``last`` and three CPU workers at 10
 from __future__ import annotations
 
 from lbsim.schemes.base import RoundObservation, SchemeContext, WorkerObservation
-from lbsim.schemes.lbbsp import WARM_ROUNDS, LBBSP, LBBSPConfig
+from lbsim.schemes.lbbsp import LBBSP, WARM_ROUNDS, LBBSPConfig
 
 CTX = SchemeContext(global_batch=300, t0_s=(0.0,) * 3, samples_per_s=(100.0,) * 3, max_batch=(300,) * 3,
                     kinds=("cpu",) * 3)
