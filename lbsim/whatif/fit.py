@@ -12,7 +12,10 @@ Notation: rank ``r``, step ``k``, batch ``b_rk``, compute ``c_rk = last_bucket_s
   batch. A rank slower than its peers all along is a straggler of that size, not a slower device.
 * **Slowdown** ``f_rk = c_rk / base_r(b_rk)``: the rank's step against its device's unslowed
   curve. Replayed as lbsim's ``simple`` trace (time-based, as contention is): rank ``r`` runs
-  ``f_rk`` times slower from the step's start on. Natural noise stays in ``f``.
+  ``f_rk`` times slower from step k's start ``s_k = sum_{j<k} (max_r c_rj + comm_s)`` on — the
+  start the replay under the recorded synchronous scheme gives it, so that replay meets every
+  step's factors exactly (on the recorded clock a step whose all-reduce took longer than the mean
+  would shift the next ones across their factors' boundaries). Natural noise stays in ``f``.
 * **No stragglers** (the ideal; as the what-if analysis of Lin et al., OSDI'25, which sets each
   rank's work to what the typical rank did): ``f*_rk = min(f_rk, m_k)``, ``m_k`` the lower median of
   ``f`` over the class's ranks at step ``k``: no rank slower than the typical one, the noise all
@@ -66,7 +69,7 @@ class Group:
 
 @dataclass(frozen=True)
 class JobFit:
-    """The fitted job. Arrays are ranks x steps; ``start_s[k]``: step k's start (earliest rank), from 0."""
+    """The fitted job. Arrays are ranks x steps; ``start_s[k]``: step k's start on the replay's timeline, from 0."""
 
     rank_curves: tuple[Curve, ...]
     base: tuple[Curve, ...]  # per rank: its device's unslowed curve
@@ -162,6 +165,6 @@ def fit_recording(rec: Recording, t0_s: float | None = None) -> JobFit:
     totals = rec.samples.sum(axis=0)
     values, counts = np.unique(totals, return_counts=True)
     return JobFit(rank_curves=own, base=tuple(base), groups=_groups(rec), factors=factors, ideal=ideal,
-                  start_s=rec.batch_ready_s.min(axis=0) - rec.batch_ready_s[:, 0].min(), comm_s=comm, tail_s=tail,
+                  start_s=np.concatenate([[0.0], np.cumsum(c.max(axis=0) + comm)[:-1]]), comm_s=comm, tail_s=tail,
                   overhead_s=overhead, global_batch=int(values[np.argmax(counts)]), samples=int(totals.sum()),
                   gradient_bytes=grad, gradient_bytes_known=known, link_gbps=link_gbps)
