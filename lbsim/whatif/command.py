@@ -10,7 +10,7 @@ from pathlib import Path
 def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("job", help="a recorded job folder (job.json + rank-NNNNN.csv) or one generic CSV/Parquet file")
     sp.add_argument("--scheme", help="the scheme a generic file's job ran (default: its job.json's, else bsp: plain DDP)")
-    sp.add_argument("--schemes", help="comma-separated schemes to predict (default: every registered one but loft; "
+    sp.add_argument("--schemes", help="comma-separated schemes to predict (default: every registered one; "
                                       "bsp over the all-reduce, plain DDP, is the baseline)")
     sp.add_argument("--bootstrap", type=int, default=20, metavar="N",
                     help="moving-block bootstrap replicates over steps for the speedup intervals (default 20; 0: none)")

@@ -52,8 +52,9 @@ BOOTSTRAP_SEED = 20_261_127
 
 
 def default_schemes() -> tuple[str, ...]:
-    """Every registered scheme but LOFT (its data-placement model needs a ``data:`` section a recording has not)."""
-    return tuple(s for s in scheme_names() if s != "loft")
+    """Every registered scheme (LOFT without a ``data:`` section, which a recording has not, sizes batches
+    as LB-BSP's ``gpu_model`` and keeps its robust aggregation)."""
+    return tuple(scheme_names())
 
 
 def block_resample(steps: int, rng: np.random.Generator, block: int) -> np.ndarray:
