@@ -32,7 +32,8 @@ Diagnosis (not a prediction: it reads the realized run): a plain DDP job never v
 its fixed per-step compute ``t0`` is invisible and whatif assumes 0 (``--t0-s`` gives it); each pair
 also reports the ``t0`` the LB-BSP run's varied batches show and the prediction with it.
 
-``overhead``: the plain script without contention, with ``--record``; the recorder's own calls
+``overhead``: the plain script without contention, with ``--record`` (these recordings' job times are
+also the check of the persistent pattern's "no stragglers" replay); the recorder's own calls
 (its hook mark, ``begin``/``synced``/``end`` and flushes: ``recorder_s`` of rank 0) as a share of the
 epoch time, per epoch; and, pairs alternated with the same script unrecorded, the ratio of sample
 rates (its spread shows what this machine can resolve).
@@ -124,7 +125,8 @@ def predict(folder: Path, out: Path, t0_s: float | None = None) -> dict[str, flo
     from lbsim.whatif.run import LIBRARY_LBBSP, whatif
 
     o = whatif(folder, out, schemes=["bsp", "lbbsp"], bootstrap=0, t0_s=t0_s)
-    return {"predicted": o.row(LIBRARY_LBBSP).speedup.value, "replay_error": o.replay_error, "lost_share": o.lost_share}
+    return {"predicted": o.row(LIBRARY_LBBSP).speedup.value, "replay_error": o.replay_error, "lost_share": o.lost_share,
+            "ideal_s": o.ideal_s}
 
 
 def fixed_cost_s(lb_folder: Path, obs_folder: Path) -> float:
@@ -194,10 +196,12 @@ def summarize(pattern: str, pairs: list[dict[str, float]], loads: list[float]) -
             "load": loads}
 
 
-def overhead(repeats: int = OVERHEAD_REPEATS, epochs: int = EPOCHS) -> dict[str, Any]:
-    shares, ratios = [], []
+def overhead(repeats: int = OVERHEAD_REPEATS, epochs: int = EPOCHS, keep: Path | None = None) -> dict[str, Any]:
+    shares, ratios, clean = [], [], []
     loads = [load_average()]
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = scratch if keep is None else str(keep / "overhead")
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for i in range(repeats):
             rates = {}
             for arm in (("plain", "recorded") if i % 2 == 0 else ("recorded", "plain")):
@@ -206,9 +210,10 @@ def overhead(repeats: int = OVERHEAD_REPEATS, epochs: int = EPOCHS) -> dict[str,
                 rates[arm] = sum(e["samples"] for e in lines[1:]) / sum(e["epoch_s"] for e in lines[1:])
                 if arm == "recorded":
                     shares += [e["recorder_s"] / e["epoch_s"] for e in lines[1:]]
+                    clean.append(read_recording(Path(tmp) / f"rec{i}").job_s)
             ratios.append(rates["recorded"] / rates["plain"])
             loads.append(load_average())
-    return {"recorder_share": spread(shares), "rate_ratio": spread(ratios), "load": loads}
+    return {"recorder_share": spread(shares), "rate_ratio": spread(ratios), "clean_job_s": spread(clean), "load": loads}
 
 
 def _fmt(s: dict[str, float], pct: bool = False) -> str:
@@ -250,7 +255,7 @@ def main() -> None:
                 results[what] = earlier[what]
             continue
         if what == "overhead":
-            r = overhead(args.overhead_repeats, args.epochs)
+            r = overhead(args.overhead_repeats, args.epochs, args.keep)
             print(f"overhead: recorder {_fmt(r['recorder_share'], True)} of epoch time; recorded/plain rate "
                   f"{_fmt(r['rate_ratio'])}; load {r['load'][0]:.1f}->{r['load'][-1]:.1f}", flush=True)
         else:
@@ -260,6 +265,12 @@ def main() -> None:
                   f"{_fmt(r['lb_t0_s'])} s: error {_fmt(r['error_with_lb_t0'], True)}; "
                   f"load {r['load'][0]:.1f}->{r['load'][-1]:.1f}", flush=True)
         results[what] = r
+    if "persistent" in results and "overhead" in results and "clean_job_s" in results["overhead"]:
+        ideal = statistics.median(p["ideal_s"] for p in results["persistent"]["pairs"] if "ideal_s" in p)
+        clean = results["overhead"]["clean_job_s"]["median"]
+        results["ideal_vs_clean"] = ideal / clean - 1.0
+        print(f"no stragglers: the persistent pattern's replay without stragglers {ideal:.2f} s (median) against "
+              f"runs without injection {clean:.2f} s (median): {ideal / clean - 1.0:+.1%}", flush=True)
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
 
