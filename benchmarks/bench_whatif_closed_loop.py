@@ -221,6 +221,24 @@ def _fmt(s: dict[str, float], pct: bool = False) -> str:
     return f"{f(s['median'])} [{f(s['q1'])}, {f(s['q3'])}] ({f(s['min'])}..{f(s['max'])})"
 
 
+def markdown(results: dict[str, Any]) -> str:
+    """docs/whatif.md's closed-loop table from a run's results."""
+    def cell(sp: dict[str, float], pct: bool = False) -> str:
+        f = (lambda v: f"{v:+.1%}") if pct else (lambda v: f"{v:.2f}")
+        return f"{f(sp['median'])} [{f(sp['q1'])}, {f(sp['q3'])}] ({f(sp['min'])}..{f(sp['max'])})"
+
+    rows = ["| pattern | pairs | load (1 min) | replay vs recorded | predicted LB-BSP speedup | realized | predicted / realized - 1 | the same with the LB run's t0 |",
+            "|---|---|---|---|---|---|---|---|"]
+    for name in PATTERNS:
+        if name not in results:
+            continue
+        r = results[name]
+        load = r.get("load", [math.nan])
+        rows.append(f"| {name} | {len(r['pairs'])} | {min(load):.1f}-{max(load):.1f} | {cell(r['replay_error'], True)} | "
+                    f"{cell(r['predicted'])} | {cell(r['realized'])} | **{cell(r['error'], True)}** | {cell(r['error_with_lb_t0'], True)} |")
+    return "\n".join(rows)
+
+
 def test_closed_loop(benchmark) -> None:  # type: ignore[no-untyped-def]
     info = benchmark.pedantic(lambda: [closed_loop(p) for p in PATTERNS], rounds=1, iterations=1)
     benchmark.extra_info["patterns"] = info
@@ -271,6 +289,8 @@ def main() -> None:
         results["ideal_vs_clean"] = ideal / clean - 1.0
         print(f"no stragglers: the persistent pattern's replay without stragglers {ideal:.2f} s (median) against "
               f"runs without injection {clean:.2f} s (median): {ideal / clean - 1.0:+.1%}", flush=True)
+    if any(p in results for p in PATTERNS):
+        print(markdown(results))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
 
