@@ -4,8 +4,8 @@ Run: ``python benchmarks/bench_whatif_closed_loop.py`` (all patterns, ``REPEATS`
 the table and writes ``--json``) or ``python -m pytest benchmarks/bench_whatif_closed_loop.py
 --benchmark-only -s`` (measured, never asserted). The job is ``examples/ddp_digits.py`` under
 ``torchrun --nproc-per-node=3`` (gloo, CPU, 1 thread per rank, global batch 96, ``EPOCHS`` epochs of
-14 full steps; ``REPEATS`` pairs per pattern, ``OVERHEAD_REPEATS`` for the overhead: about 10 minutes on a
-busy 2-core machine, where a launch of three ranks costs ~15 s), slowed by the runtime's emulated contention (:mod:`lbsim.runtime.ddp.inject`) as a
+14 full steps; ``REPEATS`` pairs per pattern, ``OVERHEAD_REPEATS`` for the overhead: 36 launches of three
+ranks, 23 minutes on the busy 2-core development machine at load 10-21, where a launch costs ~35 s), slowed by the runtime's emulated contention (:mod:`lbsim.runtime.ddp.inject`) as a
 ``time_s,worker,slowdown`` schedule from the ranks' common start (``--slow-trace``), the same in
 both arms. One pair:
 
