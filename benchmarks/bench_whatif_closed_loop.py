@@ -32,8 +32,10 @@ Diagnosis (not a prediction: it reads the realized run): a plain DDP job never v
 its fixed per-step compute ``t0`` is invisible and whatif assumes 0 (``--t0-s`` gives it); each pair
 also reports the ``t0`` the LB-BSP run's varied batches show and the prediction with it.
 
-``overhead``: the plain script without contention, with ``--record`` (these recordings' job times are
-also the check of the persistent pattern's "no stragglers" replay); the recorder's own calls
+``ideal`` (not run by default): the persistent pattern's "no stragglers" replay against the plain script
+without injection, alternated pairs of the two recorded runs (whatif's ideal from the slowed one).
+
+``overhead``: the plain script without contention, with ``--record``; the recorder's own calls
 (its hook mark, ``begin``/``synced``/``end`` and flushes: ``recorder_s`` of rank 0) as a share of the
 epoch time, per epoch; and, pairs alternated with the same script unrecorded, the ratio of sample
 rates (its spread shows what this machine can resolve).
@@ -196,6 +198,26 @@ def summarize(pattern: str, pairs: list[dict[str, float]], loads: list[float]) -
             "load": loads}
 
 
+def ideal_check(repeats: int = REPEATS, epochs: int = EPOCHS, keep: Path | None = None) -> dict[str, Any]:
+    """The persistent pattern's "no stragglers" replay against the plain script run without injection,
+    in alternated pairs (the same machine load for both arms of a pair)."""
+    from lbsim.whatif.run import whatif
+
+    errors, loads = [], [load_average()]
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = Path(scratch if keep is None else str(keep / "ideal"))
+        tmp.mkdir(parents=True, exist_ok=True)
+        trace = tmp / "persistent.csv"
+        trace.write_text(pattern_trace("persistent"))
+        for i in range(repeats):
+            for arm in (("slowed", "clean") if i % 2 == 0 else ("clean", "slowed")):
+                run_example("ddp", record=tmp / f"{arm}{i}", trace=trace if arm == "slowed" else None, epochs=epochs)
+            ideal = whatif(tmp / f"slowed{i}", tmp / f"whatif{i}", schemes=["bsp"], bootstrap=0).ideal_s
+            errors.append(ideal / read_recording(tmp / f"clean{i}").job_s - 1.0)
+            loads.append(load_average())
+    return {"error": spread(errors), "errors": errors, "load": loads}
+
+
 def overhead(repeats: int = OVERHEAD_REPEATS, epochs: int = EPOCHS, keep: Path | None = None) -> dict[str, Any]:
     shares, ratios, clean = [], [], []
     loads = [load_average()]
@@ -250,7 +272,7 @@ def test_recorder_overhead(benchmark) -> None:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("what", nargs="*", default=[*PATTERNS, "overhead"], help=f"{', '.join(PATTERNS)}, overhead")
+    p.add_argument("what", nargs="*", default=[*PATTERNS, "overhead"], help=f"{', '.join(PATTERNS)}, overhead, ideal (not by default)")
     p.add_argument("--repeats", type=int, default=REPEATS)
     p.add_argument("--overhead-repeats", type=int, default=OVERHEAD_REPEATS)
     p.add_argument("--epochs", type=int, default=EPOCHS)
@@ -272,6 +294,12 @@ def main() -> None:
             elif what in earlier:
                 results[what] = earlier[what]
             continue
+        if what == "ideal":
+            r = ideal_check(args.repeats, args.epochs, args.keep)
+            print(f"ideal: no-straggler replay of the persistent pattern / run without injection - 1: "
+                  f"{_fmt(r['error'], True)}; load {r['load'][0]:.1f}->{r['load'][-1]:.1f}", flush=True)
+            results[what] = r
+            continue
         if what == "overhead":
             r = overhead(args.overhead_repeats, args.epochs, args.keep)
             print(f"overhead: recorder {_fmt(r['recorder_share'], True)} of epoch time; recorded/plain rate "
@@ -283,12 +311,6 @@ def main() -> None:
                   f"{_fmt(r['lb_t0_s'])} s: error {_fmt(r['error_with_lb_t0'], True)}; "
                   f"load {r['load'][0]:.1f}->{r['load'][-1]:.1f}", flush=True)
         results[what] = r
-    if "persistent" in results and "overhead" in results and "clean_job_s" in results["overhead"]:
-        ideal = statistics.median(p["ideal_s"] for p in results["persistent"]["pairs"] if "ideal_s" in p)
-        clean = results["overhead"]["clean_job_s"]["median"]
-        results["ideal_vs_clean"] = ideal / clean - 1.0
-        print(f"no stragglers: the persistent pattern's replay without stragglers {ideal:.2f} s (median) against "
-              f"runs without injection {clean:.2f} s (median): {ideal / clean - 1.0:+.1%}", flush=True)
     if any(p in results for p in PATTERNS):
         print(markdown(results))
     if args.json is not None:
