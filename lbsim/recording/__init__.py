@@ -18,6 +18,12 @@ A single CSV or Parquet file holding every rank's rows (the *generic* form, e.g.
 another tool's logs with pandas) is read the same way, without a header. :func:`read_recording`
 returns a checked :class:`~lbsim.recording.schema.Recording`; every problem is an
 :class:`~lbsim.errors.InputError` naming the file and the row. Nothing here imports torch or simpy.
+
+Modules: :mod:`~lbsim.recording.schema` (columns, header keys, bounds, the Recording),
+:mod:`~lbsim.recording.files` (a file as typed columns), :mod:`~lbsim.recording.checks` (row and
+rank checks), :mod:`~lbsim.recording.reader` (a job folder or a generic file, a killed job),
+:mod:`~lbsim.recording.writer` (the format written), :mod:`~lbsim.recording.synthetic` (a
+closed-form recording for tests and examples).
 """
 
 from lbsim.recording.reader import read_recording
