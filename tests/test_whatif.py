@@ -94,3 +94,18 @@ def test_a_given_fixed_cost_shapes_the_curves_of_equal_batch_ranks() -> None:
     assert fit.factors[2] == pytest.approx(3.0) and fit.factors[0] == pytest.approx(1.0)
     with pytest.raises(InputError, match="--t0-s"):
         fit_recording(rec, t0_s=0.05)
+
+
+def test_a_generic_csv_is_replayed_as_its_stated_scheme(tmp_path: Path) -> None:
+    import pandas as pd
+
+    job = write_recording(tmp_path / "job", synthetic_recording(ranks=2, steps=10, slow={1: (0.0, None, 2.0)}))
+    frame = pd.concat([pd.read_csv(p) for p in sorted(job.glob("rank-*.csv"))])
+    frame.to_csv(tmp_path / "steps.csv", index=False)
+    out = tmp_path / "out"
+    assert main(["whatif", str(tmp_path / "steps.csv"), "--scheme", "static", "--schemes", "bsp", "--bootstrap", "0",
+                 "--out", str(out), "-q"]) == 0
+    report = json.loads((out / "whatif.json").read_text())
+    assert report["job"]["scheme"] == {"name": "static"} and report["replay"]["within_5_percent"]
+    assert main(["whatif", str(tmp_path / "steps.csv"), "--scheme", "nope", "--out", str(tmp_path / "o2"), "-q"]) == 2
+    assert not (tmp_path / "o2").exists()
