@@ -12,9 +12,14 @@ decided by lbsim's ``lbbsp`` scheme, gradients weighted by ``b_r / B``. The data
 :func:`lbsim.numerics.datasets.load_dataset` ``("digits")`` (shipped with lbsim: no download).
 
 ``--slow-rank R --slowdown F`` slows rank R by F for the whole run with the runtime's emulated
-contention (:mod:`lbsim.runtime.ddp.inject`), in both modes alike. Rank 0 prints one JSON line per epoch
+contention (:mod:`lbsim.runtime.ddp.inject`), in both modes alike; ``--slow-trace FILE`` instead slows
+each rank as the rows of a ``time_s,worker,slowdown`` trace say (lbsim's ``simple`` trace format,
+seconds since the ranks' common start: a straggler that moves, a replayed trace).
+``--record DIR`` records the job (every rank's batch, compute and step moments, :mod:`lbsim.runtime.ddp.recorder`)
+for ``lbsim whatif DIR`` (docs/whatif.md): in ``--mode ddp`` the plain script is only observed. Rank 0 prints one JSON line per epoch
 (``epoch``, ``epoch_s``, ``samples_per_s``, ``test_accuracy``, ``batches``: the mean batch per rank,
-``overhead_s`` / ``overhead_cpu_s``: rank 0's wall / CPU time in LB-BSP's balancer, ``steps``) and writes them to ``--json`` if given.
+``overhead_s`` / ``overhead_cpu_s``: rank 0's wall / CPU time in LB-BSP's balancer, ``recorder_s``: rank 0's
+wall time in the recorder's calls, ``steps``) and writes them to ``--json`` if given.
 """
 
 from __future__ import annotations
@@ -32,8 +37,11 @@ from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from lbsim.contention.model import WorkerContention
+from lbsim.contention.sources import StepSource
+from lbsim.contention.traces import load_simple
 from lbsim.numerics.datasets import load_dataset
-from lbsim.runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown, slowed_hook  # LB-BSP
+from lbsim.runtime.ddp import LoadBalancer, Recorder, SlowedRank, constant_slowdown, slowed_hook  # LB-BSP
 
 
 class Net(torch.nn.Module):
@@ -72,6 +80,9 @@ def main() -> None:
                    help="LB-BSP: skip the epoch's last N mod B samples, as the DDP mode's DistributedSampler(drop_last=True)")
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--slowdown", type=float, default=3.0)
+    p.add_argument("--slow-trace", type=Path, default=None,
+                   help="a time_s,worker,slowdown CSV: each rank slowed as its rows say (instead of --slow-rank)")
+    p.add_argument("--record", type=Path, default=None, help="record the job into this folder (for lbsim whatif)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="auto",
                    help="auto: cuda when a GPU is visible, else cpu")
@@ -102,7 +113,13 @@ def main() -> None:
     torch.manual_seed(args.seed)
     model = DDP(Net().to(device), device_ids=[device.index] if cuda else None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    slowed = SlowedRank(constant_slowdown(args.slowdown)) if rank == args.slow_rank else None
+    slowed = None
+    if args.slow_trace is not None:
+        mine = load_simple(args.slow_trace).get(rank)
+        if mine is not None:
+            slowed = SlowedRank(WorkerContention(compute=[StepSource([float(t) for t in mine[0]], [float(f) for f in mine[1]])]))
+    elif rank == args.slow_rank:
+        slowed = SlowedRank(constant_slowdown(args.slowdown))
 
     lb = None
     if args.mode == "lbbsp":
@@ -115,7 +132,17 @@ def main() -> None:
     else:
         sampler = DistributedSampler(train, seed=args.seed, drop_last=True)
         loader = DataLoader(train, batch_size=args.global_batch // world, sampler=sampler, drop_last=True)
-        model.register_comm_hook(None, slowed_hook(default_hooks.allreduce_hook, slowed))  # DDP's mean, + slowdown
+    recorder = None
+    if args.record is not None:  # the recorder's barrier is the common start of its clock and of the slowdown's
+        grad_bytes = sum(q.numel() * q.element_size() for q in model.parameters())
+        recorder = Recorder(args.record, balancer=lb, global_batch=args.global_batch, gradient_bytes=grad_bytes)
+    else:
+        dist.barrier()
+    if slowed is not None:
+        slowed.restart()
+    if lb is None:
+        hook = recorder.wrap(default_hooks.allreduce_hook) if recorder is not None else default_hooks.allreduce_hook
+        model.register_comm_hook(None, slowed_hook(hook, slowed))  # DDP's mean, + slowdown (+ the recorder's mark)
 
     lines = []
     for epoch in range(args.epochs):
@@ -125,14 +152,21 @@ def main() -> None:
         start = time.perf_counter()
         overhead0 = lb.overhead_s if lb is not None else 0.0
         cpu0 = lb.overhead_cpu_s if lb is not None else 0.0
+        rec0 = recorder.cost_s if recorder is not None else 0.0
         samples, sizes = 0, []
         for x, y in loader:
             if lb is None and slowed is not None:
                 slowed.begin()
+            if recorder is not None:
+                recorder.begin(len(y))
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             opt.zero_grad()
             F.cross_entropy(model(x), y).backward()  # mean over this rank's batch
+            if recorder is not None:
+                recorder.synced()
             opt.step()
+            if recorder is not None:
+                recorder.end()
             samples += len(y)
             sizes.append(len(y))
         if cuda:
@@ -152,11 +186,14 @@ def main() -> None:
                     "batches": [round(float(g[1]), 2) for g in gathered],
                     "overhead_s": round((lb.overhead_s if lb is not None else 0.0) - overhead0, 5),
                     "overhead_cpu_s": round((lb.overhead_cpu_s if lb is not None else 0.0) - cpu0, 5),
+                    "recorder_s": round((recorder.cost_s if recorder is not None else 0.0) - rec0, 6),
                     "steps": len(sizes), "device": str(device), "backend": backend}
             lines.append(line)
             print(json.dumps(line), flush=True)
     if rank == 0 and args.json is not None:
         args.json.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    if recorder is not None:
+        recorder.close()
     if lb is not None:
         lb.finish()  # LB-BSP: its collectives still in flight
     dist.destroy_process_group()

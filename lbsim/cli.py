@@ -262,6 +262,12 @@ def cmd_advise(args: argparse.Namespace) -> int:
     return advise(args, _ARGV)
 
 
+def cmd_whatif(args: argparse.Namespace) -> int:
+    from lbsim.whatif.command import cmd_whatif as whatif
+
+    return whatif(args, _ARGV)
+
+
 def cmd_train(args: argparse.Namespace) -> int:
     """``lbsim train``: the scenario on the torch.distributed runtime."""
     return _runtime("train", args)
@@ -286,6 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``lbsim`` argument parser, every command's subparser included."""
     from lbsim.advise.command import add_arguments as advise_arguments
     from lbsim.calibration.command import add_arguments as calibration_arguments
+    from lbsim.whatif.command import add_arguments as whatif_arguments
 
     p = _Parser(prog="lbsim", description="Which synchronization scheme, how much faster, on my cluster?")
     p.add_argument("--version", action="version", version=f"lbsim {__version__}")
@@ -338,6 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
                                         "cost and a report (HTML, JSON)")
     advise_arguments(adv)
     adv.set_defaults(func=cmd_advise)
+
+    wif = sub.add_parser("whatif", help="a recorded training job replayed: time lost to stragglers, by rank and period, "
+                                        "and what every scheme would have bought")
+    whatif_arguments(wif)
+    wif.set_defaults(func=cmd_whatif)
 
     plot = sub.add_parser("plot", help="figures (PNG, SVG) from a sweep or run output folder")
     plot.add_argument("dir", help="a sweep output (results.csv, runs/) or a run output (summary.json, iterations.csv)")

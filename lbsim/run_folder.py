@@ -40,9 +40,9 @@ from pathlib import Path
 from lbsim.errors import InputError
 from lbsim.metrics.writers import fsync_dir, new_folder_mode
 
-# A folder holding any of these was written by lbsim (a run, compare, train, profile, validate or advise).
+# A folder holding any of these was written by lbsim (a run, compare, train, profile, validate, advise or whatif).
 RUN_MARKERS = ("scenario.resolved.yaml", "summary.json", "compare.csv", "failure.json", "profile.json",
-               "validation.json", "advise.json")
+               "validation.json", "advise.json", "whatif.json")
 
 
 def _cannot_write(folder: Path, err: OSError) -> InputError:

@@ -21,6 +21,11 @@ noise-chasing (a shared machine's speeds move a few percent from step to step) a
 When the current split's predicted times already lie within δ of each other (``(max - min) / max
 <= δ``, a bound on any re-split's gain) no split is computed at all.
 
+Rhythm (options ``decide_every`` m, ``decision_lag`` L; 1 and 0 by default, the paper's rule): one
+observation per window of m rounds (the mean of its compute times) and its decision taking effect
+L windows later — how :mod:`lbsim.runtime.ddp`'s balancer runs it (m = 4, L = 2 by default), so the
+simulator can predict what the library buys.
+
 Our choices where the paper is silent (all parameters): the first round uses the nominal
 catalog curves (``initial: nominal``) or an even split (``initial: even``); prediction error is
 reported as the error of the predicted compute time of the batch actually given (for ``gpu``,
@@ -69,6 +74,13 @@ class LBBSPConfig:
     split_dead_band: float = param(0.0, "cpu, gpu_model, auto: keep the current split unless the new one shortens the predicted "
                                    "step (slowest worker) by more than this fraction (0: re-split every round, the paper's rule)",
                                    ge=0, le=1)
+    decide_every: int = param(1, "rounds per observation window: one decision per window, from its mean compute times "
+                                 "(1: every round, the paper's rule; lbsim.runtime.ddp: 4)", ge=1, le=MAX_HISTORY)
+    decision_lag: int = param(0, "windows between a window's end and its decision taking effect (0: the next round, the "
+                                 "paper's rule; lbsim.runtime.ddp: 2, its decisions travel in flight)", ge=0, le=MAX_HISTORY)
+
+
+WARM_ROUNDS = 4  # windowed rhythm: the first rounds are one-round windows (the library's first gathers, every step)
 
 
 @register_scheme("lbbsp", LBBSPConfig)
@@ -127,6 +139,11 @@ class LBBSP:
             self._batches, ctx.max_batch, step0=step0, window=config.window,
             max_window=config.max_window, dead_band=config.dead_band, min_batch=config.min_batch,
         )
+        self._windowed = config.decide_every > 1 or config.decision_lag > 0
+        self._round = 0
+        self._window: list[dict[str, np.ndarray | None]] = []
+        self._pending: list[tuple[int, tuple[int, ...]]] = []  # (first round it runs, split)
+        self._running = self._batches
 
     def _equalize(self, a: np.ndarray, b: np.ndarray) -> tuple[int, ...]:
         return equalize_affine(self.ctx.global_batch, a, b, self.ctx.max_batch, min_batch=self.cfg.min_batch)
@@ -136,6 +153,35 @@ class LBBSP:
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
         obs = observation_columns(observation.workers, self._fields)
+        if self._windowed:
+            return self._window_round(obs)
+        return self._decide(obs)
+
+    def _window_round(self, obs: dict[str, np.ndarray | None]) -> tuple[int, ...]:
+        """The library's rhythm (``decide_every`` m, ``decision_lag`` L): round k joins the window; a
+        window of w rounds (w = 1 for the first :data:`WARM_ROUNDS`, then m) ending at round e gives one
+        observation (its mean compute times), decided at once and run from round ``e + 1 + L w``; a
+        window a new split interrupts is dropped (its rounds ran two splits)."""
+        k = self._round
+        self._round += 1
+        self._window.append({f: (None if v is None else v.copy()) for f, v in obs.items()})
+        if len(self._window) >= (1 if k < WARM_ROUNDS else self.cfg.decide_every):
+            mean = dict(self._window[-1])
+            mean["compute_s"] = np.mean([w["compute_s"] for w in self._window if w["compute_s"] is not None], axis=0)
+            rounds = len(self._window)
+            self._window = []
+            self._batches = self._running  # the split that ran: the dead band compares against it
+            self._pending.append((k + 1 + self.cfg.decision_lag * rounds, self._decide(mean)))
+        while self._pending and self._pending[0][0] <= k + 1:
+            split = self._pending.pop(0)[1]
+            if split != self._running:
+                self._running = split
+                self._window = []
+        self._batches = self._running
+        return self._running
+
+    def _decide(self, obs: dict[str, np.ndarray | None]) -> tuple[int, ...]:
+        """The rule on one observation: the next split (and the split in effect becomes it)."""
         measured = obs["compute_s"]
         assert measured is not None  # compute_s is always observed (only oracle_slowdown may be None)
         if self.predicted_s is not None:

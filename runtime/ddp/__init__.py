@@ -10,17 +10,19 @@ Modules: :mod:`~lbsim.runtime.ddp.balancer` (decisions by lbsim's ``lbbsp`` sche
 :mod:`~lbsim.runtime.ddp.decision` (the decision core ``lbsim train``'s synchronous loop shares),
 :mod:`~lbsim.runtime.ddp.sampler` (an epoch cut into per-rank batches), :mod:`~lbsim.runtime.ddp.hook` (the
 weighted communication hook), :mod:`~lbsim.runtime.ddp.timing` (per-rank compute time on CPU and CUDA),
-:mod:`~lbsim.runtime.ddp.inject` (the runtime's emulated contention, per bucket).
+:mod:`~lbsim.runtime.ddp.inject` (the runtime's emulated contention, per bucket),
+:mod:`~lbsim.runtime.ddp.recorder` (a job's per-rank, per-step record for ``lbsim whatif``).
 """
 
 from lbsim.runtime.ddp.balancer import LoadBalancer
 from lbsim.runtime.ddp.decision import Decider, round_observation
 from lbsim.runtime.ddp.hook import weighted_gradient, weighted_sum_hook
 from lbsim.runtime.ddp.inject import SlowedRank, constant_slowdown, slowed_hook
+from lbsim.runtime.ddp.recorder import Recorder
 from lbsim.runtime.ddp.sampler import BalancedBatchSampler
 from lbsim.runtime.ddp.timing import StepClock
 
 __all__ = [
-    "BalancedBatchSampler", "Decider", "LoadBalancer", "SlowedRank", "StepClock", "constant_slowdown",
+    "BalancedBatchSampler", "Decider", "LoadBalancer", "Recorder", "SlowedRank", "StepClock", "constant_slowdown",
     "round_observation", "slowed_hook", "weighted_gradient", "weighted_sum_hook",
 ]

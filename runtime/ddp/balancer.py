@@ -96,6 +96,8 @@ class LoadBalancer:
                              f"predictors {', '.join(PREDICTORS)}")
         if decide_every < 1:
             raise ValueError(f"decide_every must be >= 1, got {decide_every}")
+        if "decision_lag" in options:  # the scheme's simulated rhythm: here the balancer's own lag and decide_every
+            raise ValueError("decision_lag is the simulator's model of the balancer's rhythm: give lag=0 or lag=2 here")
         if lag not in LAGS:
             raise ValueError(f"lag must be one of {LAGS}, got {lag}")
         if not dist.is_initialized():

@@ -34,6 +34,10 @@ class SlowedRank:
         self._start = 0.0
         self._slept = 0.0
 
+    def restart(self, clock_t0: float | None = None) -> None:
+        """Count the schedule's time from ``clock_t0`` (default: now), e.g. the ranks' common start."""
+        self.emu.t0 = time.monotonic() if clock_t0 is None else clock_t0
+
     def begin(self) -> None:
         self._start = time.monotonic()
         self._slept = 0.0

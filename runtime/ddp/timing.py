@@ -73,6 +73,16 @@ class StepClock:
         self._last_s = time.perf_counter()
 
     @property
+    def started_s(self) -> float:
+        """``time.perf_counter()`` at the current step's :meth:`start`."""
+        return self._start_s
+
+    @property
+    def start_event(self) -> Any:
+        """The CUDA event recorded at the current step's start (None on the CPU)."""
+        return self._start_ev
+
+    @property
     def marked(self) -> bool:
         return self._last_s is not None
 
