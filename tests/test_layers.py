@@ -33,10 +33,10 @@ FLOORS: list[tuple[str, tuple[str, ...]]] = [
                 "update_work")),
     ("scenario", ("engine", "scenario")),
     ("records", ("arguments", "file_kinds", "notices", "output", "plots", "progress", "provenance", "results",
-                 "run_folder", "shell", "tables")),
+                 "recording", "run_folder", "shell", "tables")),
     ("engines", ("runtime", "simulator")),
     ("lifecycle", ("lifecycle",)),
-    ("front doors", ("", "__main__", "advise", "api", "calibration", "cli", "sweep")),
+    ("front doors", ("", "__main__", "advise", "api", "calibration", "cli", "sweep", "whatif")),
 ]
 FLOOR_OF = {unit: i for i, (_, units) in enumerate(FLOORS) for unit in units}
 
