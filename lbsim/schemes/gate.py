@@ -26,7 +26,7 @@ from lbsim.schemes.base import Clocks
 class Gate:
     """Every worker's clock and the workers an asynchronous scheme currently holds."""
 
-    __slots__ = ("scheme", "clocks", "held", "_key_of", "_held_key")
+    __slots__ = ("scheme", "clocks", "held", "_key_of", "_held_key", "_tick", "_on_push", "_may_start")
 
     def __init__(self, scheme: Any, workers: int) -> None:
         self.scheme = scheme
@@ -35,12 +35,13 @@ class Gate:
         self._key_of = getattr(scheme, "gate_key", None)
         # the gate key at which every held worker was last asked (None: unknown or mixed)
         self._held_key: Any = None
+        self._tick, self._on_push, self._may_start = self.clocks.tick, scheme.on_push, scheme.may_start
 
     def push(self, worker: int, time_s: float) -> list[int]:
         """A push of ``worker`` was applied at ``time_s``; returns the held workers it releases."""
+        self._tick(worker)
         clocks = self.clocks
-        clocks.tick(worker)
-        self.scheme.on_push(worker, time_s, clocks)
+        self._on_push(worker, time_s, clocks)
         if not self.held:
             return []
         key = None
@@ -48,7 +49,7 @@ class Gate:
             key = self._key_of(clocks)
             if key == self._held_key:
                 return []  # every held worker was asked at this key: no answer can have changed
-        may_start = self.scheme.may_start
+        may_start = self._may_start
         released: list[int] = []
         still: list[int] = []
         for v in self.held:
@@ -59,7 +60,7 @@ class Gate:
 
     def admit(self, worker: int) -> bool:
         """May ``worker`` start its next iteration now? If not, it is held (see :meth:`push`)."""
-        if self.scheme.may_start(worker, self.clocks):
+        if self._may_start(worker, self.clocks):
             return True
         if self._key_of is not None:
             key = self._key_of(self.clocks)
