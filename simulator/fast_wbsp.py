@@ -115,7 +115,10 @@ class FastWBSP(WBSPBook):
                         heappush(times, t)
                         parent_of[w] = now
                     now = yield now
-                s = step(w, it, start, start, compute_end, batch, base_version, samples)
+                if numerics is None:  # WBSPBook._step without numerics: the step alone
+                    s = Step(w, it, start, start, compute_end, batch, base_version)
+                else:
+                    s = step(w, it, start, start, compute_end, batch, base_version, samples)
                 # push: FastServer.push, written out for a worker alone on its node
                 if node_in >= 0:
                     now = yield from push(w, w, now)
