@@ -305,3 +305,22 @@ def test_run_end_thresholds_are_its_rule(updates, samples, update_target, sample
     end = RunEnd(update_target, sample_target)
     u, s = end.thresholds()
     assert (updates >= u or samples >= s) == end.reached(updates, samples)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 8), picks=st.lists(st.integers(0, 7), min_size=1, max_size=100))
+def test_a_free_gate_never_holds(n, picks) -> None:
+    """A scheme declaring ``never_holds`` (ASP), whose gate the engines skip (Gate.free): asked anyway,
+    the gate admits every worker and releases no one, whatever the pushes; SSP's gate is not free."""
+    from lbsim.schemes.asp import ASP, ASPConfig
+    from lbsim.schemes.base import SchemeContext
+    from lbsim.schemes.gate import Gate
+    from lbsim.schemes.ssp import SSP, SSPConfig
+
+    ctx = SchemeContext(global_batch=8 * n, t0_s=(0.0,) * n, samples_per_s=(1.0,) * n, max_batch=(100,) * n,
+                        kinds=("gpu",) * n)
+    gate = Gate(ASP(ASPConfig(), ctx), n)
+    assert gate.free
+    for k, pick in enumerate(picks):
+        assert gate.push(pick % n, float(k)) == [] and gate.admit(pick % n)
+    assert not Gate(SSP(SSPConfig(staleness=0), ctx), n).free

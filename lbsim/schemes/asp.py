@@ -29,6 +29,7 @@ class ASP:
 
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
+    never_holds: ClassVar[bool] = True  # may_start is always True, on_push does nothing: no gate to ask
 
     def __init__(self, config: ASPConfig, ctx: SchemeContext) -> None:
         self._batches = even_split(ctx.global_batch, ctx.workers)

@@ -240,6 +240,10 @@ class AsyncScheme(Protocol):
     # asked, ``may_start`` can only change its answer when this key changes; the engine then
     # re-asks its blocked workers only when the key has changed (an O(1) check per push instead
     # of one call per blocked worker). Schemes without it are re-asked at every push.
+    #
+    # Optional: ``never_holds: ClassVar[bool] = True`` declares that ``may_start`` is always True
+    # and ``on_push`` neither decides nor records anything (ASP): an engine need not consult the
+    # gate at all (:attr:`lbsim.schemes.gate.Gate.free`); asking it anyway gives the same answers.
 
 
 @runtime_checkable

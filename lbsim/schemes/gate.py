@@ -11,6 +11,9 @@ and lives here, so the simulator and the torch runtime enact the same rule in th
 * :meth:`Gate.admit` — may ``w`` start its next iteration now? If not, it is held until a later
   push releases it.
 
+With a scheme that declares ``never_holds`` (:attr:`Gate.free`), an engine may skip both calls:
+every worker is admitted and no push releases anyone (the gate's clocks then stay unread).
+
 With a scheme that has ``gate_key(clocks)`` (its answers for a held worker can only change when
 the key does), held workers are asked again only when the key has changed since they were all
 last asked: an O(1) check per push instead of one call per held worker.
@@ -26,12 +29,13 @@ from lbsim.schemes.base import Clocks
 class Gate:
     """Every worker's clock and the workers an asynchronous scheme currently holds."""
 
-    __slots__ = ("scheme", "clocks", "held", "_key_of", "_held_key", "_tick", "_on_push", "_may_start")
+    __slots__ = ("scheme", "clocks", "held", "free", "_key_of", "_held_key", "_tick", "_on_push", "_may_start")
 
     def __init__(self, scheme: Any, workers: int) -> None:
         self.scheme = scheme
         self.clocks = Clocks(workers)  # pushes applied per worker, with O(1) min / max
         self.held: list[int] = []  # held workers, first held first
+        self.free = bool(getattr(scheme, "never_holds", False))  # never holds anyone: push and admit may be skipped
         self._key_of = getattr(scheme, "gate_key", None)
         # the gate key at which every held worker was last asked (None: unknown or mixed)
         self._held_key: Any = None
