@@ -244,6 +244,10 @@ class AsyncScheme(Protocol):
     # Optional: ``never_holds: ClassVar[bool] = True`` declares that ``may_start`` is always True
     # and ``on_push`` neither decides nor records anything (ASP): an engine need not consult the
     # gate at all (:attr:`lbsim.schemes.gate.Gate.free`); asking it anyway gives the same answers.
+    #
+    # Optional: ``reads_clocks: ClassVar[bool] = False`` declares that ``on_push``, ``may_start`` and
+    # ``gate_key`` never read ``clocks`` (ElasticBSP counts its own pushes): the gate then does not
+    # keep them (every clock stays 0).
 
 
 @runtime_checkable

@@ -46,6 +46,7 @@ class ElasticBSP:
 
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
+    reads_clocks: ClassVar[bool] = False  # it counts pushes since the barrier itself: the gate keeps no clocks
 
     def __init__(self, config: ElasticBSPConfig, ctx: SchemeContext) -> None:
         self.cfg = config

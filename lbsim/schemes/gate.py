@@ -12,7 +12,8 @@ and lives here, so the simulator and the torch runtime enact the same rule in th
   push releases it.
 
 With a scheme that declares ``never_holds`` (:attr:`Gate.free`), an engine may skip both calls:
-every worker is admitted and no push releases anyone (the gate's clocks then stay unread).
+every worker is admitted and no push releases anyone (the gate's clocks then stay unread). With
+one that declares ``reads_clocks = False`` the gate keeps no clocks (they stay 0).
 
 With a scheme that has ``gate_key(clocks)`` (its answers for a held worker can only change when
 the key does), held workers are asked again only when the key has changed since they were all
@@ -29,7 +30,7 @@ from lbsim.schemes.base import Clocks
 class Gate:
     """Every worker's clock and the workers an asynchronous scheme currently holds."""
 
-    __slots__ = ("scheme", "clocks", "held", "free", "_key_of", "_held_key", "_tick", "_on_push", "_may_start")
+    __slots__ = ("scheme", "clocks", "held", "free", "_key_of", "_held_key", "_ticks", "_tick", "_on_push", "_may_start")
 
     def __init__(self, scheme: Any, workers: int) -> None:
         self.scheme = scheme
@@ -39,11 +40,13 @@ class Gate:
         self._key_of = getattr(scheme, "gate_key", None)
         # the gate key at which every held worker was last asked (None: unknown or mixed)
         self._held_key: Any = None
+        self._ticks = bool(getattr(scheme, "reads_clocks", True))  # False: the scheme never reads the clocks
         self._tick, self._on_push, self._may_start = self.clocks.tick, scheme.on_push, scheme.may_start
 
     def push(self, worker: int, time_s: float) -> list[int]:
         """A push of ``worker`` was applied at ``time_s``; returns the held workers it releases."""
-        self._tick(worker)
+        if self._ticks:
+            self._tick(worker)
         clocks = self.clocks
         self._on_push(worker, time_s, clocks)
         if not self.held:
