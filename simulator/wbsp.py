@@ -126,7 +126,7 @@ class WBSPBook:
         self.scheme = as_wbsp(env.scheme)
         self.rounds: Rounds[Step] = Rounds(env.n, attrgetter("batch"))  # open round, pull flags (shared with the runtime)
         self.blocking = bool(self.scheme.overlap_pull_blocks)
-        self._observe_step = self.scheme.observe_step
+        self._observe_step, self._on_upload, self._join = self.scheme.observe_step, self.scheme.on_upload, self.rounds.join
         # numerics: each worker's own model copy and the global snapshot of every closed round
         self.numerics = env.numerics
         if self.numerics is not None:
@@ -136,11 +136,11 @@ class WBSPBook:
     # -- rounds and records ---------------------------------------------------------------------
     def _applied(self, w: int, steps: list[Step]) -> None:
         """Worker w's upload carrying ``steps`` was applied: it joins the open round, maybe closes it."""
-        self.rounds.join(steps)
+        self._join(steps)
         if self.numerics is not None:  # the server adds the upload's delta / n (the official code)
             delta = steps[0].delta if len(steps) == 1 else sum(s.delta for s in steps)
             self.numerics.add_delta(w, delta, 1.0 / self.env.n)
-        if self.scheme.on_upload(w, len(steps), self.env._now):
+        if self._on_upload(w, len(steps), self.env._now):
             self._close_round()
 
     def _close_round(self) -> None:
@@ -151,21 +151,24 @@ class WBSPBook:
         if self.numerics is not None:
             self.numerics.close_round(now)
             self.snapshots[env.version] = self.numerics.weights()
-        for s in steps:
-            s.update = update
         final = not env.may_update()
-        for s in steps:
-            if s.end_s is None and final:  # still pulling (or stalled on a pull): cut here
-                if s.busy_since is not None:
+        record = None if env.stopped else env.iterations.add  # SimEnv.record_row's rule
+        row = self._row
+        for s in steps:  # a step joins one round: none was registered as an open row before
+            s.update = update
+            end_s = s.end_s
+            if end_s is None:
+                if not final:  # in the update, not ended: its row if the run ends first
+                    env.open_row((s.worker, s.iteration), partial(row, s, cut=True))
+                    s.opened = True
+                    continue
+                if s.busy_since is not None:  # still pulling (or stalled on a pull): cut here
                     s.comm_s += now - s.busy_since
                     s.busy_since = None
-                s.end_s = now
+                end_s = s.end_s = now
                 s.cut = True
-            elif s.end_s is None:  # in the update, not ended: its row if the run ends first
-                env.open_row((s.worker, s.iteration), partial(self._row, s, cut=True))
-                s.opened = True
-            if s.end_s is not None:
-                self._emit(s)
+            if record is not None:  # ended and in this update: its record (_emit)
+                record(row(s, end_s, s.cut))
         if final:
             env.finish()
 
