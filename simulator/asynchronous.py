@@ -80,10 +80,11 @@ class AsyncDriver:
             if numerics is not None:
                 assert read is not None and samples is not None  # both set whenever numerics are on
                 numerics.push(w, read, samples, env.now)
-            self._tick(w)
+            if not self.gate.free:  # a scheme that never holds anyone: the gate is not asked (Gate.free)
+                self._tick(w)
             final = env.stopped or not env.may_update()
             if not final:
-                if not self.gate.admit(w):
+                if not self.gate.free and not self.gate.admit(w):
                     yield self._hold(w)
                 pull_start = env.now
                 pulled_version = len(updates)

@@ -7,7 +7,8 @@ to eleven. The push and pull of a worker alone on its node, the common case, are
 ``FastServer.push`` / ``pull`` written out (they are a tenth of the run's work); the two agree
 (both are held to the event path's records by tests/test_fast_ps.py). Every time is computed by
 the event path's expressions, so the records are the event path's. The decisions are the gate's (:class:`lbsim.schemes.gate.Gate`: the scheme's ``on_push``
-/ ``may_start``) and the scheme's ``batch``, asked at the same moments as the event path asks them.
+/ ``may_start``) and the scheme's ``batch``, asked at the same moments as the event path asks them;
+neither path asks the gate of a scheme that declares it never holds a worker (``Gate.free``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class FastAsync:
         fraction, (final_updates, final_samples) = run_end.fraction, run_end.thresholds()
         add_update, add_row, flush = self.update_rows.append, self.rows.append, self._flush
         gate_push, admit, batch_of = self.gate.push, self.gate.admit, self.scheme.batch
+        gated = not self.gate.free  # a scheme that never holds anyone: the gate is not asked (Gate.free)
         push, pull, apply = server.push, server.pull, server.apply
         fifo, times, slot, parent_of = loop.fifo, loop.times, loop.slot, loop.parent_of
         me, me_kept = 2 * w, 2 * w + 1  # event codes (odd: a compute end, whose parent is an event of the loop's)
@@ -151,9 +153,10 @@ class FastAsync:
                     progress(fraction(made, applied, now))
                 if numerics is not None:
                     numerics.push(w, read, samples, now)  # type: ignore[arg-type]
-                admitted = gate_push(w, now)
-                if admitted:  # held workers the gate now admits, in the order held (zero-delay events)
-                    fifo.extend(admitted)
+                if gated:
+                    admitted = gate_push(w, now)
+                    if admitted:  # held workers the gate now admits, in the order held (zero-delay events)
+                        fifo.extend(admitted)
                 if made >= final_updates or applied >= final_samples:  # the final update (RunEnd.reached): no pull, cut here
                     is_open = False
                     compute_s = compute_end - start
@@ -162,7 +165,7 @@ class FastAsync:
                     raise Stopped(now)
                 if not made & _FLUSH_MASK:
                     flush()
-                if not admit(w):
+                if gated and not admit(w):
                     now = yield now  # held: a later push releases it
                 pull_start = now
                 pulled_version = self.updates

@@ -239,6 +239,17 @@ class EventLoop:
 
     def _first(self, t: float, events: list[tuple[float, int]]) -> int:
         """The first of several events at ``t`` (SimPy's order), or :class:`Tie` if it cannot be told."""
+        if len(events) == 2:  # the common case, sorted by hand (stable: swapped only if strictly earlier)
+            (p0, c0), (p1, c1) = events
+            if p1 < p0:
+                p0, c0, p1, c1 = p1, c1, p0, c0
+            if p0 == p1 and not c0 & c1 & 1:
+                raise Tie(f"two events at {t!r} s whose order the fast loop cannot tell")
+            if self.fifo and p0 == t:
+                raise Tie(f"an event at {t!r} s among zero-delay ones")
+            self.slot[t] = c1
+            heappush(self.times, t)
+            return c0
         events.sort(key=_PARENT)  # stable: the order scheduled among equal parents
         (p0, c0), (p1, c1) = events[0], events[1]
         if p0 == p1 and not c0 & c1 & 1:

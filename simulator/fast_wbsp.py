@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from heapq import heappush
 
+from lbsim.network.parameter_server import link_s, tail_s
 from lbsim.simulator.compute import iteration_end_s
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.fast_loop import EventLoop, Process, RunEnded, Stopped
@@ -74,36 +75,122 @@ class FastWBSP(WBSPBook):
         return self._step(w, it, start, start, compute_end, batch, base_version, samples), now
 
     # -- base variant ---------------------------------------------------------------------------
-    def _worker(self, w: int) -> Process:
-        """Worker w's local steps, base variant (:meth:`lbsim.simulator.wbsp.WBSPDriver._worker`)."""
-        env, compute, server = self.env, self._compute, self.server
+    def _worker(self, w: int) -> Process:  # noqa: PLR0915 - one step, written out as fast_async's iteration
+        """Worker w's local steps, base variant (:meth:`lbsim.simulator.wbsp.WBSPDriver._worker`).
+
+        The compute, the push, the apply and the pull of a worker alone on its node are
+        :meth:`_compute` and :class:`FastServer`'s push / apply / pull written out (as
+        :meth:`lbsim.simulator.fast_async.FastAsync.worker` does; the same expressions)."""
+        env, loop, server = self.env, self.loop, self.server
+        cont, spec, numerics = env.contention[w], env.workers[w], self.numerics
+        batch_of, step = self.scheme.batch, self._step
         push, pull, apply = server.push, server.pull, server.apply
         applied, end_step, adopt, take_flag = self._applied, self._end_step, self._adopt, self.rounds.take_flag
+        fifo, times, slot, parent_of, collide = loop.fifo, loop.times, loop.slot, loop.parent_of, loop.collide
+        me, me_kept = 2 * w, 2 * w + 1  # event codes (odd: a compute end, whose parent is an event of the loop's)
+        timing, free, hold_end = loop.timing, loop.free, loop.hold_end
+        nic_in, nic_out, applier, apply_lane = server.nic_in, server.nic_out, server.applier, server.apply_lane
+        hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
+        grad, link, net = timing.gradient_bytes, timing.link_bytes_per_s[w], cont.network_factor
+        own_fixed, node_in = server.own_fixed[w], server.node_lane[w]
         base_version = 0
         it = 0
         try:
             now = yield 0.0  # primed; then sent the start time
             while True:
-                s, now = yield from compute(w, w, it, base_version, now)
-                now = yield from push(w, w, now)
+                start = now
+                batch = batch_of(w)
+                samples = numerics.draw(w, batch, batch) if numerics is not None else None
+                compute_end = iteration_end_s(cont, spec, start, batch, it)
+                t = start + (compute_end - start)
+                if not fifo and times[0] > t:  # EventLoop.at, written out
+                    now = t
+                else:
+                    if t == now:
+                        fifo.append(w)
+                    elif t in slot:
+                        collide(t, now, me_kept)
+                    else:
+                        slot[t] = me_kept
+                        heappush(times, t)
+                        parent_of[w] = now
+                    now = yield now
+                if numerics is None:  # WBSPBook._step without numerics: the step alone
+                    s = Step(w, it, start, start, compute_end, batch, base_version)
+                else:
+                    s = step(w, it, start, start, compute_end, batch, base_version, samples)
+                # push: FastServer.push, written out for a worker alone on its node
+                if node_in >= 0:
+                    now = yield from push(w, w, now)
+                else:
+                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    f = free[nic_in]
+                    granted = f if f > now else now
+                    released = free[nic_in] = granted + hold_s
+                    t = released + tail_s(now, own_s, released, latency_s)
+                    if t == released:
+                        now = yield from hold_end(w, released, granted, now)
+                    elif not fifo and times[0] > t:
+                        now = t
+                    else:
+                        if t in slot:
+                            collide(t, released, me)
+                        else:
+                            slot[t] = me
+                            heappush(times, t)
+                            parent_of[w] = released
+                        now = yield now
                 pushed = now
-                now = yield from apply(w, now)
+                if apply_lane >= 0:
+                    now = yield from apply(w, now)
+                else:  # FastServer.apply, written out
+                    f = free[applier]
+                    granted = f if f > now else now
+                    t = free[applier] = granted + apply_s
+                    if not fifo and times[0] > t:
+                        now = t
+                    else:
+                        if t in slot:
+                            collide(t, granted, me)
+                        else:
+                            slot[t] = me
+                            heappush(times, t)
+                            parent_of[w] = granted
+                        now = yield now
                 env._now = now
-                s.comm_s, s.wait_s = pushed - s.compute_end_s, now - pushed
+                s.comm_s, s.wait_s = pushed - compute_end, now - pushed
                 applied(w, [s])
                 if env.stopped:
                     raise Stopped(now)
                 if take_flag(w):
                     version = env.version
                     s.busy_since = now
-                    now = yield from pull(w, w, now)
+                    if node_in >= 0:
+                        now = yield from pull(w, w, now)
+                    else:  # FastServer.pull, written out likewise
+                        own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                        f = free[nic_out]
+                        granted = f if f > now else now
+                        released = free[nic_out] = granted + hold_s
+                        t = released + tail_s(now, own_s, released, latency_s)
+                        if t == released:
+                            now = yield from hold_end(w, released, granted, now)
+                        elif not fifo and times[0] > t:
+                            now = t
+                        else:
+                            if t in slot:
+                                collide(t, released, me)
+                            else:
+                                slot[t] = me
+                                heappush(times, t)
+                                parent_of[w] = released
+                            now = yield now
                     env._now = now
                     s.comm_s += now - s.busy_since
                     s.busy_since = None
                     base_version = version
                     adopt(w, version)
                 end_step(s)
-                now = env._now
                 it += 1
         except RunEnded:
             return  # the steps the end cuts are the environment's open rows (SimEnv.finish)

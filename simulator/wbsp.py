@@ -72,9 +72,12 @@ from lbsim.simulator.fetch import Fetcher
 from lbsim.simulator.network import ParameterServer
 
 
-@dataclass(slots=True)
 class Step:
-    """One local step, until its record can be written (it ended and its round closed)."""
+    """One local step, until its record can be written (it ended and its round closed).
+
+    The fields that start at a default are class attributes until set: a step is made per local
+    step, and most keep most of their defaults.
+    """
 
     worker: int
     iteration: int
@@ -91,6 +94,11 @@ class Step:
     delta: Any = None  # numerics: the change this step made to its worker's model
     cut: bool = False  # the run's end came before the step's (lbsim.metrics.run_end)
     opened: bool = False  # registered as an open row (in an update, not ended) with the environment
+
+    def __init__(self, worker: int, iteration: int, start_s: float, compute_start_s: float, compute_end_s: float,
+                 batch: int, base_version: int) -> None:
+        self.worker, self.iteration, self.start_s, self.compute_start_s = worker, iteration, start_s, compute_start_s
+        self.compute_end_s, self.batch, self.base_version = compute_end_s, batch, base_version
 
 
 @dataclass
@@ -118,7 +126,7 @@ class WBSPBook:
         self.scheme = as_wbsp(env.scheme)
         self.rounds: Rounds[Step] = Rounds(env.n, attrgetter("batch"))  # open round, pull flags (shared with the runtime)
         self.blocking = bool(self.scheme.overlap_pull_blocks)
-        self._observe_step = self.scheme.observe_step
+        self._observe_step, self._on_upload, self._join = self.scheme.observe_step, self.scheme.on_upload, self.rounds.join
         # numerics: each worker's own model copy and the global snapshot of every closed round
         self.numerics = env.numerics
         if self.numerics is not None:
@@ -128,11 +136,11 @@ class WBSPBook:
     # -- rounds and records ---------------------------------------------------------------------
     def _applied(self, w: int, steps: list[Step]) -> None:
         """Worker w's upload carrying ``steps`` was applied: it joins the open round, maybe closes it."""
-        self.rounds.join(steps)
+        self._join(steps)
         if self.numerics is not None:  # the server adds the upload's delta / n (the official code)
             delta = steps[0].delta if len(steps) == 1 else sum(s.delta for s in steps)
             self.numerics.add_delta(w, delta, 1.0 / self.env.n)
-        if self.scheme.on_upload(w, len(steps), self.env._now):
+        if self._on_upload(w, len(steps), self.env._now):
             self._close_round()
 
     def _close_round(self) -> None:
@@ -143,44 +151,50 @@ class WBSPBook:
         if self.numerics is not None:
             self.numerics.close_round(now)
             self.snapshots[env.version] = self.numerics.weights()
-        for s in steps:
-            s.update = update
         final = not env.may_update()
-        for s in steps:
-            if s.end_s is None and final:  # still pulling (or stalled on a pull): cut here
-                if s.busy_since is not None:
+        record = None if env.stopped else env.iterations.add  # SimEnv.record_row's rule
+        row = self._row
+        for s in steps:  # a step joins one round: none was registered as an open row before
+            s.update = update
+            end_s = s.end_s
+            if end_s is None:
+                if not final:  # in the update, not ended: its row if the run ends first
+                    env.open_row((s.worker, s.iteration), partial(row, s, cut=True))
+                    s.opened = True
+                    continue
+                if s.busy_since is not None:  # still pulling (or stalled on a pull): cut here
                     s.comm_s += now - s.busy_since
                     s.busy_since = None
-                s.end_s = now
+                end_s = s.end_s = now
                 s.cut = True
-            elif s.end_s is None:  # in the update, not ended: its row if the run ends first
-                env.open_row((s.worker, s.iteration), partial(self._row, s, cut=True))
-                s.opened = True
-            if s.end_s is not None:
-                self._emit(s)
+            if record is not None:  # ended and in this update: its record (_emit)
+                record(row(s, end_s, s.cut))
         if final:
             env.finish()
 
     def _row(self, s: Step, end_s: float, cut: bool) -> tuple[Any, ...]:
         """An IterationRecord's fields, in order."""
-        compute_s = s.compute_end_s - s.compute_start_s
-        fetch_s = s.compute_start_s - s.start_s
-        return (s.worker, s.iteration, s.update, s.start_s, compute_s, end_s - s.start_s - fetch_s - compute_s - s.wait_s,
-                s.wait_s, end_s, s.batch, s.update - s.base_version, False, self.rounds.weight(s.update, s.batch), fetch_s, cut)
+        start_s, compute_start_s, update, batch, wait_s = s.start_s, s.compute_start_s, s.update, s.batch, s.wait_s
+        compute_s = s.compute_end_s - compute_start_s
+        fetch_s = compute_start_s - start_s
+        return (s.worker, s.iteration, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
+                wait_s, end_s, batch, update - s.base_version, False, self.rounds.weight(update, batch), fetch_s, cut)
 
     def _emit(self, s: Step) -> None:
-        """Record the step if it has ended and its round has closed (once)."""
-        if s.end_s is None or s.update < 0:
+        """Record the step if it has ended and its round has closed (once; :meth:`SimEnv.record_row`)."""
+        end_s = s.end_s
+        if end_s is None or s.update < 0:
             return
         env = self.env
         if s.opened:
             env.close_row((s.worker, s.iteration))
-        env.record_row(self._row(s, s.end_s, s.cut))
+        if not env.stopped:
+            env.iterations.add(self._row(s, end_s, s.cut))
 
     def _end_step(self, s: Step) -> None:
-        env = self.env
-        s.end_s = env._now
-        compute_s, fetch_s = s.compute_end_s - s.compute_start_s, s.compute_start_s - s.start_s
+        s.end_s = self.env._now
+        compute_start = s.compute_start_s
+        compute_s, fetch_s = s.compute_end_s - compute_start, compute_start - s.start_s
         self._observe_step(s.worker, fetch_s + compute_s + s.comm_s + s.wait_s)  # the step time alone: no object
         if s.update >= 0:  # its round has closed
             self._emit(s)

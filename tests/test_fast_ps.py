@@ -305,3 +305,52 @@ def test_run_end_thresholds_are_its_rule(updates, samples, update_target, sample
     end = RunEnd(update_target, sample_target)
     u, s = end.thresholds()
     assert (updates >= u or samples >= s) == end.reached(updates, samples)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 8), picks=st.lists(st.integers(0, 7), min_size=1, max_size=100))
+def test_a_free_gate_never_holds(n, picks) -> None:
+    """A scheme declaring ``never_holds`` (ASP), whose gate the engines skip (Gate.free): asked anyway,
+    the gate admits every worker and releases no one, whatever the pushes; SSP's gate is not free."""
+    from lbsim.schemes.asp import ASP, ASPConfig
+    from lbsim.schemes.base import SchemeContext
+    from lbsim.schemes.gate import Gate
+    from lbsim.schemes.ssp import SSP, SSPConfig
+
+    ctx = SchemeContext(global_batch=8 * n, t0_s=(0.0,) * n, samples_per_s=(1.0,) * n, max_batch=(100,) * n,
+                        kinds=("gpu",) * n)
+    gate = Gate(ASP(ASPConfig(), ctx), n)
+    assert gate.free
+    for k, pick in enumerate(picks):
+        assert gate.push(pick % n, float(k)) == [] and gate.admit(pick % n)
+    assert not Gate(SSP(SSPConfig(staleness=0), ctx), n).free
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 6), picks=st.lists(st.integers(0, 5), min_size=1, max_size=120))
+def test_a_gate_without_clocks_decides_the_same(n, picks) -> None:
+    """ElasticBSP declares ``reads_clocks = False``: its gate keeps no clocks, and releases and admits
+    exactly as a gate that keeps them (random pushes, each pusher asked to go on as the engines do)."""
+    from lbsim.schemes.base import SchemeContext
+    from lbsim.schemes.elastic_bsp import ElasticBSP, ElasticBSPConfig
+    from lbsim.schemes.gate import Gate
+
+    ctx = SchemeContext(global_batch=8 * n, t0_s=(0.0,) * n, samples_per_s=(1.0,) * n, max_batch=(100,) * n,
+                        kinds=("gpu",) * n)
+    lean, full = (Gate(ElasticBSP(ElasticBSPConfig(lookahead=3), ctx), n) for _ in range(2))
+    full._ticks = True
+    assert not lean._ticks
+    held: set[int] = set()
+    for k, pick in enumerate(picks):
+        w = pick % n
+        if w in held:
+            continue
+        t = k * (1.0 + 0.37 * w)
+        released = lean.push(w, t)
+        assert released == full.push(w, t)
+        held -= set(released)
+        go = lean.admit(w)
+        assert go == full.admit(w)
+        if not go:
+            held.add(w)
+    assert list(lean.clocks) == [0] * n and sum(full.clocks) > 0

@@ -23,7 +23,6 @@ Optional capabilities, checked with ``isinstance``: :class:`LocalityAware`,
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, cast, runtime_checkable
@@ -250,6 +249,14 @@ class AsyncScheme(Protocol):
     # asked, ``may_start`` can only change its answer when this key changes; the engine then
     # re-asks its blocked workers only when the key has changed (an O(1) check per push instead
     # of one call per blocked worker). Schemes without it are re-asked at every push.
+    #
+    # Optional: ``never_holds: ClassVar[bool] = True`` declares that ``may_start`` is always True
+    # and ``on_push`` neither decides nor records anything (ASP): an engine need not consult the
+    # gate at all (:attr:`lbsim.schemes.gate.Gate.free`); asking it anyway gives the same answers.
+    #
+    # Optional: ``reads_clocks: ClassVar[bool] = False`` declares that ``on_push``, ``may_start`` and
+    # ``gate_key`` never read ``clocks`` (ElasticBSP counts its own pushes): the gate then does not
+    # keep them (every clock stays 0).
 
 
 @runtime_checkable
@@ -345,53 +352,50 @@ class DecisionLog(Protocol):
 
 class Clocks(list):  # type: ignore[type-arg]
     """Every worker's clock (pushes applied) as a list of ints that also keeps, as the engine
-    advances it with :meth:`tick`, its minimum, maximum and lowest-indexed slowest worker — so an
-    asynchronous gate asked at every push costs O(1) instead of O(n) with 1,000 workers. Read it
-    through :func:`slowest_clock`, :func:`fastest_clock` and :func:`slowest_worker` (which also
-    accept a plain sequence)."""
+    advances it with :meth:`tick`, its minimum and maximum — so an asynchronous gate asked at every
+    push costs O(1) instead of O(n) with 1,000 workers (the lowest-indexed slowest worker is one
+    scan in C, :meth:`argmin`). Read it through :func:`slowest_clock`, :func:`fastest_clock` and
+    :func:`slowest_worker` (which also accept a plain sequence)."""
 
     def __init__(self, n: int) -> None:
         super().__init__([0] * n)
         self._count: list[int] = [n]  # workers at each clock value (0 .. high)
         self.low = 0
         self.high = 0
-        self._heap: list[tuple[int, int]] | None = None  # (clock, worker), built on the first argmin
 
     def tick(self, w: int) -> None:
         """Worker ``w`` finished one more iteration."""
         c = self[w]
         c1 = self[w] = c + 1
         count = self._count
-        count[c] -= 1
+        left = count[c] = count[c] - 1
         if c1 < len(count):
             count[c1] += 1
         else:  # the first worker at clock c + 1
             count.append(1)
             self.high = c1
-        if not count[c] and c == self.low:
+        if not left and c == self.low:
             self.low = c1
-        if self._heap is not None:
-            heapq.heappush(self._heap, (c1, w))
 
     def argmin(self) -> int:
         """A slowest worker: the lowest index among those with the smallest clock."""
-        heap = self._heap
-        if heap is None:
-            heap = self._heap = [(c, i) for i, c in enumerate(self)]
-            heapq.heapify(heap)
-        while self[heap[0][1]] != heap[0][0]:  # stale entry (that worker has ticked since)
-            heapq.heappop(heap)
-        return heap[0][1]
+        return self.index(self.low)
 
 
 def slowest_clock(clocks: Sequence[int]) -> int:
     """``min(clocks)``."""
-    return clocks.low if isinstance(clocks, Clocks) else min(clocks)
+    try:
+        return clocks.low  # type: ignore[attr-defined,no-any-return]  # a Clocks keeps it
+    except AttributeError:
+        return min(clocks)
 
 
 def fastest_clock(clocks: Sequence[int]) -> int:
     """``max(clocks)``."""
-    return clocks.high if isinstance(clocks, Clocks) else max(clocks)
+    try:
+        return clocks.high  # type: ignore[attr-defined,no-any-return]  # a Clocks keeps it
+    except AttributeError:
+        return max(clocks)
 
 
 def slowest_worker(clocks: Sequence[int]) -> int:

@@ -89,7 +89,8 @@ class DSSP:
         self.credit = [0] * n
         self.held = [False] * n
         self.refused_at = [-1] * n  # the slowest's clock when the controller last granted p nothing
-        self.pushes: list[list[float]] = [[] for _ in range(n)]
+        self.latest: list[float | None] = [None] * n  # each worker's last push time
+        self.previous: list[float | None] = [None] * n  # and the one before (None: fewer pushes)
         self.grants = 0
         self.granted_total = 0
 
@@ -99,26 +100,29 @@ class DSSP:
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
         """After ``worker``'s push: record its push times and decide whether it is held at its next start."""
-        self.pushes[worker] = self.pushes[worker][-1:] + [time_s]  # the last two push times
-        slowest = slowest_worker(clocks)
-        lead = clocks[worker] - clocks[slowest]
+        self.previous[worker] = self.latest[worker]
+        self.latest[worker] = time_s
+        clock = clocks[worker]
+        lead = clock - slowest_clock(clocks)  # the slowest worker itself is needed only by the controller
         if self.paper:
-            self.held[worker] = not self._paper_go_on(worker, slowest, lead, clocks)
+            self.held[worker] = not self._paper_go_on(worker, lead, clocks)
             return
+        credit = self.credit
         if lead <= self.s_low:
-            self.credit[worker] = 0
-        elif lead > self.s_low + self.credit[worker] and clocks[worker] == fastest_clock(clocks):
-            self.credit[worker] = self._grant(worker, slowest)
-        self.held[worker] = lead > self.s_low + self.credit[worker]
+            credit[worker] = 0
+        elif lead > self.s_low + credit[worker] and clock == fastest_clock(clocks):
+            credit[worker] = self._grant(worker, slowest_worker(clocks))
+        self.held[worker] = lead > self.s_low + credit[worker]
 
-    def _paper_go_on(self, worker: int, slowest: int, lead: int, clocks: Sequence[int]) -> bool:
-        if self.credit[worker] > 0:
-            self.credit[worker] -= 1
+    def _paper_go_on(self, worker: int, lead: int, clocks: Sequence[int]) -> bool:
+        credit = self.credit
+        if credit[worker] > 0:
+            credit[worker] -= 1
             return True
         if lead <= self.s_low:
             return True
         if clocks[worker] == fastest_clock(clocks):
-            return self._paper_grant(worker, slowest, clocks)
+            return self._paper_grant(worker, slowest_worker(clocks), clocks)
         return False
 
     def _paper_grant(self, worker: int, slowest: int, clocks: Sequence[int]) -> bool:
@@ -130,9 +134,11 @@ class DSSP:
         return False
 
     def _grant(self, p: int, slow: int) -> int:
-        if len(self.pushes[p]) < 2 or len(self.pushes[slow]) < 2:
+        a0, b0 = self.previous[p], self.previous[slow]
+        if a0 is None or b0 is None:  # a worker with fewer than two pushes: its interval is unknown
             return 0
-        (a0, a_p), (b0, a_s) = self.pushes[p], self.pushes[slow]
+        a_p, a_s = self.latest[p], self.latest[slow]
+        assert a_p is not None and a_s is not None  # a previous push implies a latest one
         r = controller(a_p, a_p - a0, a_s, a_s - b0, self.r_max)
         if r > 0:
             self.grants += 1
@@ -141,14 +147,16 @@ class DSSP:
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
         """Whether ``worker`` may start its next iteration: within s_L, or granted extra iterations."""
-        if not self.held[worker] or clocks[worker] - slowest_clock(clocks) <= self.s_low:
+        if not self.held[worker]:
             return True
-        if self.paper and clocks[worker] == fastest_clock(clocks):
-            slowest = slowest_worker(clocks)
-            if clocks[slowest] != self.refused_at[worker]:  # the slowest pushed since: ask the controller again
-                if self._paper_grant(worker, slowest, clocks):
-                    self.held[worker] = False
-                    return True
+        low = slowest_clock(clocks)
+        if clocks[worker] - low <= self.s_low:
+            return True
+        # paper: the fastest is asked again once the slowest has pushed since the controller refused it
+        if self.paper and low != self.refused_at[worker] and clocks[worker] == fastest_clock(clocks):
+            if self._paper_grant(worker, slowest_worker(clocks), clocks):
+                self.held[worker] = False
+                return True
         return False
 
     def gate_key(self, clocks: Sequence[int]) -> int:

@@ -46,6 +46,7 @@ class ElasticBSP:
 
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
+    reads_clocks: ClassVar[bool] = False  # it counts pushes since the barrier itself: the gate keeps no clocks
 
     def __init__(self, config: ElasticBSPConfig, ctx: SchemeContext) -> None:
         self.cfg = config
@@ -55,7 +56,9 @@ class ElasticBSP:
         self.since = [0] * n  # pushes since the last barrier
         self._monitoring = n  # workers with fewer than monitor_pushes pushes since the barrier
         self._short = 0  # workers that have not used their budget (while one is set)
-        self.last_two: list[list[float]] = [[] for _ in range(n)]
+        self._monitor = config.monitor_pushes
+        self.latest: list[float] = [0.0] * n  # each worker's last push time since the barrier
+        self.previous: list[float] = [0.0] * n  # and the one before (both set once monitoring is over)
         self.budget: list[int] | None = None  # None while monitoring
         self.barrier_s = 0.0
         self.plan: dict[str, Any] = {}
@@ -66,22 +69,25 @@ class ElasticBSP:
         return self._batches[worker]
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
-        # counters stand for min(since) >= monitor_pushes and all(since >= budget): O(1) per push
         """Count ``worker``'s push; when every worker used its budget, plan the next superstep."""
-        self.since[worker] += 1
-        if self.since[worker] == self.cfg.monitor_pushes:
+        # counters stand for min(since) >= monitor_pushes and all(since >= budget): O(1) per push
+        since = self.since
+        pushes = since[worker] = since[worker] + 1
+        if pushes == self._monitor:
             self._monitoring -= 1
-        if self.budget is not None and self.since[worker] == self.budget[worker]:
+        budget = self.budget
+        if budget is not None and pushes == budget[worker]:
             self._short -= 1
-        self.last_two[worker] = self.last_two[worker][-1:] + [time_s]  # the last two push times
-        if self.budget is None and self._monitoring == 0:
+        self.previous[worker] = self.latest[worker]  # the last two push times
+        self.latest[worker] = time_s
+        if budget is None and self._monitoring == 0:
             self._decide(time_s)
         if self.budget is not None and self._short == 0:
             self._barrier(time_s)
 
     def _decide(self, now_s: float) -> None:
-        last = [t[-1] for t in self.last_two]
-        interval = [t[-1] - t[-2] for t in self.last_two]
+        last = list(self.latest)
+        interval = [t - t0 for t, t0 in zip(self.latest, self.previous, strict=True)]
         choice = zipline(predict_ends(last, interval, self.cfg.lookahead))
         self.budget = [s + j + 1 for s, j in zip(self.since, choice.indices, strict=True)]
         self._short = sum(s < b for s, b in zip(self.since, self.budget, strict=True))
@@ -94,11 +100,10 @@ class ElasticBSP:
 
     def _barrier(self, now_s: float) -> None:
         fastest = self.plan["fastest_worker"]
-        self.rows.append({**self.plan, "barrier_s": now_s, "fastest_wait_s": now_s - self.last_two[fastest][-1]})
+        self.rows.append({**self.plan, "barrier_s": now_s, "fastest_wait_s": now_s - self.latest[fastest]})
         self.barrier_s = now_s
         self.since = [0] * len(self.since)
         self._monitoring = len(self.since)
-        self.last_two = [[] for _ in self.since]
         self.budget = None
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:

@@ -11,6 +11,10 @@ and lives here, so the simulator and the torch runtime enact the same rule in th
 * :meth:`Gate.admit` — may ``w`` start its next iteration now? If not, it is held until a later
   push releases it.
 
+With a scheme that declares ``never_holds`` (:attr:`Gate.free`), an engine may skip both calls:
+every worker is admitted and no push releases anyone (the gate's clocks then stay unread). With
+one that declares ``reads_clocks = False`` the gate keeps no clocks (they stay 0).
+
 With a scheme that has ``gate_key(clocks)`` (its answers for a held worker can only change when
 the key does), held workers are asked again only when the key has changed since they were all
 last asked: an O(1) check per push instead of one call per held worker.
@@ -26,21 +30,25 @@ from lbsim.schemes.base import Clocks
 class Gate:
     """Every worker's clock and the workers an asynchronous scheme currently holds."""
 
-    __slots__ = ("scheme", "clocks", "held", "_key_of", "_held_key")
+    __slots__ = ("scheme", "clocks", "held", "free", "_key_of", "_held_key", "_ticks", "_tick", "_on_push", "_may_start")
 
     def __init__(self, scheme: Any, workers: int) -> None:
         self.scheme = scheme
         self.clocks = Clocks(workers)  # pushes applied per worker, with O(1) min / max
         self.held: list[int] = []  # held workers, first held first
+        self.free = bool(getattr(scheme, "never_holds", False))  # never holds anyone: push and admit may be skipped
         self._key_of = getattr(scheme, "gate_key", None)
         # the gate key at which every held worker was last asked (None: unknown or mixed)
         self._held_key: Any = None
+        self._ticks = bool(getattr(scheme, "reads_clocks", True))  # False: the scheme never reads the clocks
+        self._tick, self._on_push, self._may_start = self.clocks.tick, scheme.on_push, scheme.may_start
 
     def push(self, worker: int, time_s: float) -> list[int]:
         """A push of ``worker`` was applied at ``time_s``; returns the held workers it releases."""
+        if self._ticks:
+            self._tick(worker)
         clocks = self.clocks
-        clocks.tick(worker)
-        self.scheme.on_push(worker, time_s, clocks)
+        self._on_push(worker, time_s, clocks)
         if not self.held:
             return []
         key = None
@@ -48,7 +56,7 @@ class Gate:
             key = self._key_of(clocks)
             if key == self._held_key:
                 return []  # every held worker was asked at this key: no answer can have changed
-        may_start = self.scheme.may_start
+        may_start = self._may_start
         released: list[int] = []
         still: list[int] = []
         for v in self.held:
@@ -59,7 +67,7 @@ class Gate:
 
     def admit(self, worker: int) -> bool:
         """May ``worker`` start its next iteration now? If not, it is held (see :meth:`push`)."""
-        if self.scheme.may_start(worker, self.clocks):
+        if self._may_start(worker, self.clocks):
             return True
         if self._key_of is not None:
             key = self._key_of(self.clocks)

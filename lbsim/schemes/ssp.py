@@ -23,11 +23,6 @@ class SSPConfig:
     staleness: int = param(3, "bound s: a worker may be at most s clocks ahead of the slowest", ge=0)
 
 
-def within_bound(clock: int, clocks: Sequence[int], staleness: int) -> bool:
-    """SSP's gate: a worker at ``clock`` may start its next iteration."""
-    return clock - slowest_clock(clocks) <= staleness
-
-
 @register_scheme("ssp", SSPConfig)
 class SSP(EvenShares):
     """Stale synchronous: run ahead of the slowest by at most `staleness` clocks."""
@@ -44,8 +39,8 @@ class SSP(EvenShares):
         pass
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
-        """Whether ``worker`` is at most ``staleness`` clocks ahead of the slowest."""
-        return within_bound(clocks[worker], clocks, self.staleness)
+        """SSP's gate: a worker at clock c may start its next iteration iff ``c - min_j c_j <= s``."""
+        return clocks[worker] - slowest_clock(clocks) <= self.staleness
 
     def gate_key(self, clocks: Sequence[int]) -> int:
         """A blocked worker's answer depends on the slowest clock only."""

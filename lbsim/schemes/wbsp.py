@@ -68,6 +68,7 @@ class WBSP:
 
     def __init__(self, config: WBSPConfig, ctx: SchemeContext) -> None:
         self.cfg = config
+        self._alpha = config.slow_ema_alpha
         self.overlap = config.overlap
         self.overlap_pull_blocks = config.overlap_pull_blocks
         n = ctx.workers
@@ -93,9 +94,13 @@ class WBSP:
 
     def observe_step(self, worker: int, step_s: float) -> None:
         """:meth:`observe` given the step time alone (what the rule reads; the engine's cheap call)."""
-        old = self.ema[worker]
-        a = self.cfg.slow_ema_alpha
-        self.ema[worker] = step_s if old is None else a * step_s + (1 - a) * old
+        ema = self.ema
+        old = ema[worker]
+        if old is None:
+            ema[worker] = step_s
+        else:
+            a = self._alpha
+            ema[worker] = a * step_s + (1 - a) * old
 
     def estimates(self) -> tuple[float, ...]:
         """Each worker's step-time estimate: its EMA, or its nominal compute time before any step."""
