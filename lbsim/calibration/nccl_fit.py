@@ -1,0 +1,175 @@
+"""Fitting :class:`~lbsim.calibration.nccl_model.NcclFigures` to nccl-tests rows, in two stages.
+
+Every candidate time is linear in the figures once each row's candidate (algorithm, protocol) is
+known, so the fit alternates: assign each row to the candidate the current figures make cheapest
+(NCCL's pick), then solve the figures by non-negative least squares on the *relative* residuals
+``(T_model − T)/T`` (every size weighs the same, from 8 B to 16 GiB); repeat until the assignment
+stops changing (the best iterate is kept if it cycles). It starts from NCCL's own tuning table
+(``tuning.cc``: ring base latencies 3.6 / 10 / 8.4 µs, NVLink hops 0.47 / 1.9 / 3.4 µs, network
+hops 2.7 / 4 / 9.6 µs for LL / LL128 / Simple; LL at 1/4 and LL128 at 0.92 of the bandwidth).
+
+1. **One node** (rows with ``N = 1``, ``n ≥ 2``): ``b_p``, ``a_p`` and ``1/(η_p·B_intra)`` per
+   protocol (the ring is NCCL's only algorithm there). ``B_intra`` is Simple's, ``η_p`` the ratio.
+2. **Across nodes** (rows with ``N ≥ 2``): with stage 1's figures fixed, ``x_p`` per protocol and
+   one ``1/B_inter`` (the protocols keep stage 1's ``η_p``: a protocol's overhead is the same on
+   every link).
+
+A protocol no row picks keeps its starting figures (NCCL's table), and the fit says so. Rows with
+one GPU (no communication) are not fitted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lbsim.calibration.nccl_model import (
+    PROTOCOLS,
+    TREE_CHUNK_BYTES,
+    NcclFigures,
+    ProtocolFigures,
+    check_shape,
+    nccl_pick,
+    tree_levels,
+)
+from lbsim.calibration.nccl_tests import NcclRow
+
+US = 1e-6
+NCCL_BASE_S = (3.6 * US, 10.0 * US, 8.4 * US)
+NCCL_NVLINK_HOP_S = (0.47 * US, 1.9 * US, 3.4 * US)
+NCCL_NET_HOP_S = (2.7 * US, 4.0 * US, 9.6 * US)
+NCCL_EFFICIENCY = (0.25, 0.92, 1.0)
+MAX_ROUNDS = 100
+
+
+def nnls(a: np.ndarray, b: np.ndarray, max_iter: int = 500) -> np.ndarray:
+    """``argmin ||a x − b||`` subject to ``x ≥ 0`` (Lawson & Hanson, Solving Least Squares Problems, 1974, ch. 23)."""
+    m, n = a.shape
+    scale = np.maximum(np.abs(a).max(axis=0), 1e-300)
+    a = a / scale
+    x = np.zeros(n)
+    passive = np.zeros(n, dtype=bool)
+    tol = 1e-12 * max(1.0, float(np.abs(a).sum()))
+    for _ in range(max_iter):
+        w = a.T @ (b - a @ x)
+        if passive.all() or not (w[~passive] > tol).any():
+            break
+        j = int(np.argmax(np.where(passive, -np.inf, w)))
+        passive[j] = True
+        while True:
+            z = np.zeros(n)
+            z[passive] = np.linalg.lstsq(a[:, passive], b, rcond=None)[0]
+            if (z[passive] > 0).all():
+                x = z
+                break
+            neg = passive & (z <= 0)
+            alpha = float(np.min(x[neg] / (x[neg] - z[neg])))
+            x = x + alpha * (z - x)
+            passive &= x > tol * 1e-3
+            x[~passive] = 0.0
+    return x / scale
+
+
+@dataclass(frozen=True)
+class NcclFit:
+    """The fitted figures, which protocols the fit rows informed, and the rounds each stage took."""
+
+    figures: NcclFigures
+    informed: tuple[str, ...]
+    rounds: tuple[int, int]
+
+
+def _figures(base: Sequence[float] | np.ndarray, intra: Sequence[float] | np.ndarray,
+             inter: Sequence[float] | np.ndarray, inv_bw: Sequence[float] | np.ndarray,
+             inter_bw: float, nics: int) -> NcclFigures:
+    b_intra = 1.0 / inv_bw[2]
+    p = [ProtocolFigures(float(base[i]), float(intra[i]), float(inter[i]), float(min(1.0, inv_bw[2] / inv_bw[i])))
+         for i in range(3)]
+    return NcclFigures((p[0], p[1], p[2]), float(b_intra), float(inter_bw), nics)
+
+
+def _iterate(rows: Sequence[NcclRow], start: np.ndarray, build, design) -> tuple[np.ndarray, int, set[str]]:  # type: ignore[no-untyped-def]
+    """Alternate NCCL's pick and NNLS until the pick repeats; the best iterate by squared relative error."""
+    theta = start.copy()
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    best: tuple[float, np.ndarray, int, set[str]] | None = None
+    for rnd in range(1, MAX_ROUNDS + 1):
+        fig = build(theta)
+        picks = [nccl_pick(fig, r.gpus, r.nodes, r.size_bytes) for r in rows]
+        err = float(sum((p.time_s / r.time_s - 1.0) ** 2 for p, r in zip(picks, rows, strict=True)))
+        used: set[str] = {p.protocol for p in picks}
+        if best is None or err < best[0]:
+            best = (err, theta.copy(), rnd, used)
+        key = tuple((p.algorithm, p.protocol) for p in picks)
+        if key in seen:
+            break
+        seen.add(key)
+        a, y = design(rows, picks)
+        cols = np.abs(a).max(axis=0) > 0
+        new = theta.copy()
+        new[cols] = nnls(a[:, cols], y)
+        theta = new
+    assert best is not None
+    return best[1], best[2], best[3]
+
+
+def fit_nccl(rows: Sequence[NcclRow], nics_per_node: int | None = None) -> NcclFit:
+    """Fit the figures on ``rows`` (one-node rows for stage 1, multi-node rows for stage 2)."""
+    one = [r for r in rows if r.nodes == 1 and r.gpus >= 2]
+    multi = [r for r in rows if r.nodes >= 2]
+    if not one:
+        raise ValueError("the fit needs one-node rows with 2 or more GPUs (the intra-node figures)")
+    if not multi:
+        raise ValueError("the fit needs rows on 2 or more nodes (the network figures)")
+    nics = nics_per_node if nics_per_node is not None else max(r.gpus_per_node for r in multi)
+    top = max(one, key=lambda r: (r.size_bytes, r.gpus))
+    bus0 = 2 * (top.gpus - 1) / top.gpus * top.size_bytes / top.time_s
+    inv0 = [1.0 / (e * bus0) for e in NCCL_EFFICIENCY]
+    top2 = max(multi, key=lambda r: (r.size_bytes, r.gpus))
+    inter0 = 2 * (top2.gpus - 1) / top2.gpus * top2.size_bytes / top2.time_s
+
+    def build1(t: np.ndarray) -> NcclFigures:
+        return _figures(t[0:3], t[3:6], NCCL_NET_HOP_S, t[6:9], inter0, nics)
+
+    def design1(rs: Sequence[NcclRow], picks) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+        a = np.zeros((len(rs), 9))
+        for i, (r, p) in enumerate(zip(rs, picks, strict=True)):
+            k = PROTOCOLS.index(p.protocol)
+            n = r.gpus
+            a[i, k], a[i, 3 + k], a[i, 6 + k] = 1.0, 2.0 * (n - 1), 2.0 * (n - 1) / n * r.size_bytes
+            a[i] /= r.time_s
+        return a, np.ones(len(rs))
+
+    t1, rounds1, used1 = _iterate(one, np.array([*NCCL_BASE_S, *NCCL_NVLINK_HOP_S, *inv0]), build1, design1)
+    stage1 = build1(t1)
+    eff = [pf.efficiency for pf in stage1.protocols]
+
+    def build2(t: np.ndarray) -> NcclFigures:
+        return _figures(t1[0:3], t1[3:6], t[0:3], t1[6:9], 1.0 / t[3], nics)
+
+    def design2(rs: Sequence[NcclRow], picks) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
+        a = np.zeros((len(rs), 4))
+        y = np.zeros(len(rs))
+        for i, (r, p) in enumerate(zip(rs, picks, strict=True)):
+            k = PROTOCOLS.index(p.protocol)
+            pf = stage1.protocols[k]
+            n, nodes = r.gpus, r.nodes
+            g = check_shape(n, nodes)
+            if p.algorithm == "ring":
+                known = pf.base_s + (2 * (n - 1) - 2 * (nodes - 1)) * pf.intra_hop_s
+                a[i, k] = 2.0 * (nodes - 1)
+                a[i, 3] = 2.0 * (n - 1) / n * r.size_bytes / eff[k]
+            else:
+                d = tree_levels(nodes)
+                known = pf.base_s + 2 * (g - 1) * pf.intra_hop_s
+                a[i, k] = 2.0 * d
+                a[i, 3] = 2.0 * d * TREE_CHUNK_BYTES[p.protocol] * nics + 2.0 * r.size_bytes / eff[k]
+            a[i] /= r.time_s
+            y[i] = 1.0 - known / r.time_s
+        return a, y
+
+    t2, rounds2, used2 = _iterate(multi, np.array([*NCCL_NET_HOP_S, 1.0 / inter0]), build2, design2)
+    informed = tuple(p for p in PROTOCOLS if p in used1 or p in used2)
+    return NcclFit(build2(t2), informed, (rounds1, rounds2))
