@@ -6,7 +6,7 @@ Format (NVIDIA nccl-tests text output): ``#`` lines are headers; ``#  Rank r Pid
     size(B) count type redop  time(us) algbw busbw error  time(us) algbw busbw error
 
 the first group for the out-of-place run, the second for the in-place run (``#wrong`` may be
-``N/A``). Logs written through MPI carry a ``[a,b]<stdout>:`` prefix on every line, and
+``N/A``; newer nccl-tests add a ``root`` column after ``redop``: 13 fields). Logs written through MPI carry a ``[a,b]<stdout>:`` prefix on every line, and
 interleaved output can put one in the middle of a line: every such tag is removed first.
 
 A row's time is ``min(out-of-place, in-place)``: the two are the same collective on the same
@@ -78,14 +78,15 @@ def _number(text: str, where: str, what: str) -> float:
 def _data_row(fields: list[str], where: str) -> tuple[int, float, float]:
     if len(fields) not in (12, 13):
         raise InputError(where, f"expected a data row of 12 fields (size count type redop, then time algbw busbw "
-                                f"error out of place and in place), got {len(fields)}: {short_repr(' '.join(fields), 80)}")
+                                f"error out of place and in place; 13 with a root column), got {len(fields)}: "
+                                f"{short_repr(' '.join(fields), 80)}")
     if not fields[0].isdigit():
         raise InputError(where, f"size (B) must be a whole number of bytes, got {short_repr(fields[0])}")
     size = int(fields[0])
     if not 0 < size <= MAX_SIZE_BYTES:
         raise InputError(where, f"size must be in [1, {MAX_SIZE_BYTES}] bytes, got {size}")
-    out_us = _number(fields[4], where, "out-of-place time (us)")
-    in_us = _number(fields[8], where, "in-place time (us)")
+    out_us = _number(fields[-8], where, "out-of-place time (us)")
+    in_us = _number(fields[-4], where, "in-place time (us)")
     return size, out_us * 1e-6, in_us * 1e-6
 
 
