@@ -210,3 +210,22 @@ def test_uneven_nodes_and_missing_logs_are_refused(tmp_path: Path, capsys: pytes
         parse_log(text, "u.log")
     assert main(["calibrate-nccl", str(tmp_path / "none.log"), "--fit-nodes", "1,2", "--out", str(tmp_path / "o"), "-q"]) == 2
     assert "log file not found" in capsys.readouterr().err
+
+
+def test_the_scenario_names_the_engine_algorithm_closest_to_the_fitted_model() -> None:
+    from lbsim.calibration.nccl_command import engine_match
+    from lbsim.network.collectives import Link, allreduce_s
+
+    m = engine_match(TRUE, 4, 8, 1e8)
+    assert m.fitted_s == pytest.approx(nccl_pick(TRUE, 32, 4, 1e8).time_s)
+    simple = TRUE.protocol("Simple")
+    intra, inter = [Link(200e9, simple.intra_hop_s)] * 4, [Link(100e9, simple.inter_hop_s)] * 4
+    for a in ("ring", "hierarchical", "tree"):
+        assert abs(m.deviation) <= abs(allreduce_s(1e8, [8] * 4, intra, inter, algorithm=a) / m.fitted_s - 1) + 1e-12
+
+
+def test_a_root_column_row_reads_the_same_times() -> None:
+    row = "        1024   256  float sum  -1  30.0 0.1 0.1 0 31.0 0.1 0.1 0"
+    text = _log(2, 1, []).replace("# Avg", row + "\n# Avg")
+    got = parse_log(text, "r.log")
+    assert (got[0].out_of_place_s, got[0].in_place_s) == (pytest.approx(30e-6), pytest.approx(31e-6))

@@ -10,8 +10,9 @@ NCCL's pick (:mod:`lbsim.calibration.nccl_model`) and writes into ``DIR``:
   (predicted / measured − 1), the algorithm and protocol the model picks, role (fit / held_out /
   single);
 * ``report.md`` — the error tables (per node count, ≥ 1 MiB and < 1 MiB; per size);
-* ``scenario.yaml`` — a BSP data-parallel run on the largest logged cluster whose links carry the
-  fitted figures (``lbsim run DIR/scenario.yaml``).
+* ``scenario.yaml`` — a BSP data-parallel run (ResNet-50) on the largest logged cluster whose links
+  carry the fitted figures (``lbsim run DIR/scenario.yaml``); its comment states how far the
+  engines' all-reduce on those links is from the fitted model (:func:`engine_match`).
 
 Bad input (a malformed line, an unknown node count, a fit without one-node or multi-node rows)
 exits 2 with one line naming the file and line or the option; nothing is written.
@@ -21,13 +22,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from lbsim.calibration.nccl_fit import NcclFit, fit_nccl
-from lbsim.calibration.nccl_model import PROTOCOLS, NcclFigures
+from lbsim.calibration.nccl_model import PROTOCOLS, NcclFigures, allreduce_time_s
 from lbsim.calibration.nccl_report import (
     SUMMARY_HEADER,
     NcclPrediction,
@@ -41,6 +43,8 @@ from lbsim.calibration.nccl_report import (
 from lbsim.calibration.nccl_tests import NcclRow, read_logs
 from lbsim.errors import InputError
 from lbsim.limits import MAX_WORKERS
+from lbsim.network.collectives import ALGORITHMS, Algorithm, Link, allreduce_s
+from lbsim.scenario import catalog
 
 SCENARIO_INSTANCE = "p4d.24xlarge"  # catalog A100-SXM4-40GB x 8 with NVSwitch: the logs' GPU and node; links overridden
 SCENARIO_MODEL = "resnet50_imagenet"
@@ -113,12 +117,39 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
     return "\n".join(lines) + "\n" + body
 
 
-def scenario_data(fig: NcclFigures, nodes: int, gpus_per_node: int) -> dict[str, Any]:
-    """A BSP run on ``nodes`` x ``gpus_per_node`` GPUs whose links carry the fitted Simple-protocol figures.
+@dataclass(frozen=True)
+class EngineMatch:
+    """The engines' all-reduce algorithm closest to the fitted model at the scenario's gradient size."""
 
-    The engines' collective model (lbsim.network.collectives) has one latency per link and no
-    protocols: gradients go in buckets of MiBs, the Simple protocol's regime, so its figures are
-    the ones carried (NIC: ``B_inter`` and the network hop; intra: ``B_intra`` and the NVLink hop)."""
+    algorithm: Algorithm
+    engine_s: float
+    fitted_s: float
+
+    @property
+    def deviation(self) -> float:
+        return self.engine_s / self.fitted_s - 1.0
+
+
+def engine_match(fig: NcclFigures, nodes: int, gpus_per_node: int, gradient_bytes: float) -> EngineMatch:
+    """Time one all-reduce of ``gradient_bytes`` with every engine algorithm on the fitted links; keep the closest.
+
+    The engines' collective model (:mod:`lbsim.network.collectives`) has one latency per link and no
+    protocols or base latency: gradients go in buckets of MiBs, the Simple protocol's regime, so
+    its figures are the ones carried (NIC: ``B_inter`` and the network hop; intra: ``B_intra`` and
+    the NVLink hop), and the algorithm whose time is nearest the fitted NCCL model's is named."""
+    simple = fig.protocol("Simple")
+    intra = [Link(fig.intra_bytes_per_s, simple.intra_hop_s)] * nodes
+    inter = [Link(fig.inter_bytes_per_s, simple.inter_hop_s)] * nodes
+    fitted = allreduce_time_s(fig, nodes * gpus_per_node, nodes, gradient_bytes)
+    times = {a: allreduce_s(gradient_bytes, [gpus_per_node] * nodes, intra, inter, algorithm=a)
+             for a in ALGORITHMS if a != "nccl"}
+    best = min(times, key=lambda a: (abs(times[a] / fitted - 1.0), ALGORITHMS.index(a)))
+    return EngineMatch(best, times[best], fitted)
+
+
+def scenario_data(fig: NcclFigures, nodes: int, gpus_per_node: int, algorithm: Algorithm) -> dict[str, Any]:
+    """A BSP run on ``nodes`` x ``gpus_per_node`` GPUs whose links carry the fitted Simple-protocol figures
+    (:func:`engine_match`)."""
     simple = fig.protocol("Simple")
     group = {"instance": SCENARIO_INSTANCE, "count": nodes * gpus_per_node, "workers_per_node": gpus_per_node,
              "bandwidth_gbps": _g(fig.inter_bytes_per_s * 8 / 1e9), "nic_latency_s": _g(simple.inter_hop_s),
@@ -129,7 +160,7 @@ def scenario_data(fig: NcclFigures, nodes: int, gpus_per_node: int) -> dict[str,
         "seed": 1,
         "workload": {"model": SCENARIO_MODEL, "global_batch": 64 * nodes * gpus_per_node, "updates": SCENARIO_UPDATES},
         "cluster": {"groups": [group]},
-        "network": {"name": "ring_allreduce", "algorithm": "nccl"},
+        "network": {"name": "ring_allreduce", "algorithm": algorithm},
         "scheme": {"name": "bsp"},
     }
 
@@ -149,7 +180,9 @@ def run(args: argparse.Namespace) -> int:
     preds = predict_rows(fit.figures, rows, fit_nodes)
     sources = [Path(p).name for p in args.logs]
     biggest = max(rows, key=lambda r: (r.gpus, r.nodes))
-    scenario = scenario_data(fit.figures, biggest.nodes, biggest.gpus_per_node)
+    gradient_bytes = catalog.MODELS[SCENARIO_MODEL].gradient_bytes
+    match = engine_match(fit.figures, biggest.nodes, biggest.gpus_per_node, gradient_bytes)
+    scenario = scenario_data(fit.figures, biggest.nodes, biggest.gpus_per_node, match.algorithm)
     header, body = per_size_table(preds)
     report = ("# lbsim calibrate-nccl: errors\n\n"
               f"Fitted on {','.join(map(str, fit_nodes))} node(s); error = predicted / measured − 1.\n\n"
@@ -159,8 +192,11 @@ def run(args: argparse.Namespace) -> int:
     cols, csv_body = csv_rows(preds)
     write_csv(out / "predictions.csv", cols, csv_body)
     atomic_write_text(out / "report.md", report)
-    atomic_write_text(out / "scenario.yaml", "# lbsim calibrate-nccl: the fitted links on the largest logged cluster\n"
-                      + yaml.safe_dump(scenario, sort_keys=False, default_flow_style=None, width=120))
+    note = (f"# lbsim calibrate-nccl: the fitted links on the largest logged cluster ({biggest.nodes} x "
+            f"{biggest.gpus_per_node} GPUs).\n# One all-reduce of the model's {gradient_bytes} B: fitted NCCL model "
+            f"{match.fitted_s * 1e6:.1f} us; the engines' {match.algorithm} algorithm on these links "
+            f"{match.engine_s * 1e6:.1f} us ({match.deviation:+.1%}), the closest of theirs.\n")
+    atomic_write_text(out / "scenario.yaml", note + yaml.safe_dump(scenario, sort_keys=False, default_flow_style=None, width=120))
     if not args.quiet:
         print_summary(preds, out)
     return 0
