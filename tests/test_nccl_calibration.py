@@ -229,3 +229,19 @@ def test_a_root_column_row_reads_the_same_times() -> None:
     text = _log(2, 1, []).replace("# Avg", row + "\n# Avg")
     got = parse_log(text, "r.log")
     assert (got[0].out_of_place_s, got[0].in_place_s) == (pytest.approx(30e-6), pytest.approx(31e-6))
+
+
+def test_the_docs_tables_are_current_and_meet_the_scale_targets() -> None:
+    """docs/validation.md and docs/collectives.md hold what `python -m lbsim.calibration.nccl_docs` writes."""
+    from lbsim.calibration.nccl_docs import main as regenerate
+    from lbsim.calibration.nccl_report import LARGE_BYTES, predict_rows, stats
+
+    root = Path(__file__).resolve().parents[1]
+    assert regenerate(["--check", "--data", str(DATA), "--docs", str(root / "docs")]) == 0
+    rows = read_logs(sorted(DATA.glob("nccl_*gpus.log")))
+    fit = fit_nccl([r for r in rows if r.nodes in (1, 2)])
+    preds = predict_rows(fit.figures, rows, (1, 2))
+    held = [p.error for p in preds if p.role == "held_out" and p.row.size_bytes >= LARGE_BYTES]
+    assert {p.row.gpus for p in preds if p.role == "held_out"} == {32, 64, 128}
+    median, p90, _ = stats(held)
+    assert median <= 0.10 and p90 <= 0.20

@@ -83,11 +83,11 @@ class NcclFit:
 
 def _figures(base: Sequence[float] | np.ndarray, intra: Sequence[float] | np.ndarray,
              inter: Sequence[float] | np.ndarray, inv_bw: Sequence[float] | np.ndarray,
-             inter_bw: float, nics: int) -> NcclFigures:
+             inter_bw: float, nics: int, chunk: float = TREE_CHUNK_BYTES["Simple"]) -> NcclFigures:
     b_intra = 1.0 / inv_bw[2]
     p = [ProtocolFigures(float(base[i]), float(intra[i]), float(inter[i]), float(min(1.0, inv_bw[2] / inv_bw[i])))
          for i in range(3)]
-    return NcclFigures((p[0], p[1], p[2]), float(b_intra), float(inter_bw), nics)
+    return NcclFigures((p[0], p[1], p[2]), float(b_intra), float(inter_bw), nics, chunk)
 
 
 def _iterate(rows: Sequence[NcclRow], start: np.ndarray, build, design) -> tuple[np.ndarray, int, set[str]]:  # type: ignore[no-untyped-def]
@@ -115,8 +115,12 @@ def _iterate(rows: Sequence[NcclRow], start: np.ndarray, build, design) -> tuple
     return best[1], best[2], best[3]
 
 
-def fit_nccl(rows: Sequence[NcclRow], nics_per_node: int | None = None) -> NcclFit:
-    """Fit the figures on ``rows`` (one-node rows for stage 1, multi-node rows for stage 2)."""
+def fit_nccl(rows: Sequence[NcclRow], nics_per_node: int | None = None,
+             simple_chunk_bytes: float = TREE_CHUNK_BYTES["Simple"]) -> NcclFit:
+    """Fit the figures on ``rows`` (one-node rows for stage 1, multi-node rows for stage 2).
+
+    ``simple_chunk_bytes``: the Simple protocol's tree chunk, NCCL's 256 KiB unless an ablation
+    asks otherwise (not fitted)."""
     one = [r for r in rows if r.nodes == 1 and r.gpus >= 2]
     multi = [r for r in rows if r.nodes >= 2]
     if not one:
@@ -131,7 +135,7 @@ def fit_nccl(rows: Sequence[NcclRow], nics_per_node: int | None = None) -> NcclF
     inter0 = 2 * (top2.gpus - 1) / top2.gpus * top2.size_bytes / top2.time_s
 
     def build1(t: np.ndarray) -> NcclFigures:
-        return _figures(t[0:3], t[3:6], NCCL_NET_HOP_S, t[6:9], inter0, nics)
+        return _figures(t[0:3], t[3:6], NCCL_NET_HOP_S, t[6:9], inter0, nics, simple_chunk_bytes)
 
     def design1(rs: Sequence[NcclRow], picks) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
         a = np.zeros((len(rs), 9))
@@ -147,7 +151,7 @@ def fit_nccl(rows: Sequence[NcclRow], nics_per_node: int | None = None) -> NcclF
     eff = [pf.efficiency for pf in stage1.protocols]
 
     def build2(t: np.ndarray) -> NcclFigures:
-        return _figures(t1[0:3], t1[3:6], t[0:3], t1[6:9], 1.0 / t[3], nics)
+        return _figures(t1[0:3], t1[3:6], t[0:3], t1[6:9], 1.0 / t[3], nics, simple_chunk_bytes)
 
     def design2(rs: Sequence[NcclRow], picks) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[no-untyped-def]
         a = np.zeros((len(rs), 4))
@@ -165,7 +169,7 @@ def fit_nccl(rows: Sequence[NcclRow], nics_per_node: int | None = None) -> NcclF
                 d = tree_levels(nodes)
                 known = pf.base_s + 2 * (g - 1) * pf.intra_hop_s
                 a[i, k] = 2.0 * d
-                a[i, 3] = 2.0 * d * TREE_CHUNK_BYTES[p.protocol] * nics + 2.0 * r.size_bytes / eff[k]
+                a[i, 3] = 2.0 * d * stage1.chunk_bytes(p.protocol) * nics + 2.0 * r.size_bytes / eff[k]
             a[i] /= r.time_s
             y[i] = 1.0 - known / r.time_s
         return a, y

@@ -64,18 +64,26 @@ class ProtocolFigures:
 
 @dataclass(frozen=True)
 class NcclFigures:
-    """Per-protocol figures (in :data:`PROTOCOLS` order) and the per-rank bus bandwidths in bytes/s."""
+    """Per-protocol figures (in :data:`PROTOCOLS` order), the per-rank bus bandwidths in bytes/s, the NICs
+    per node and the Simple protocol's tree chunk (a sourced figure, not fitted; module docstring)."""
 
     protocols: tuple[ProtocolFigures, ProtocolFigures, ProtocolFigures]
     intra_bytes_per_s: float
     inter_bytes_per_s: float
     nics_per_node: int
+    simple_chunk_bytes: float = TREE_CHUNK_BYTES["Simple"]
 
     def __post_init__(self) -> None:
         if not (self.intra_bytes_per_s > 0 and self.inter_bytes_per_s > 0):
             raise ValueError("bus bandwidths must be > 0")
         if self.nics_per_node < 1:
             raise ValueError(f"nics_per_node must be >= 1, got {self.nics_per_node}")
+        if not self.simple_chunk_bytes >= 0:
+            raise ValueError(f"simple_chunk_bytes must be >= 0, got {self.simple_chunk_bytes!r}")
+
+    def chunk_bytes(self, name: Protocol) -> float:
+        """``c_p``: the bytes a tree level forwards whole (Simple: ``simple_chunk_bytes``; LL, LL128: 0)."""
+        return self.simple_chunk_bytes if name == "Simple" else TREE_CHUNK_BYTES[name]
 
     def protocol(self, name: Protocol) -> ProtocolFigures:
         return self.protocols[PROTOCOLS.index(name)]
@@ -118,7 +126,7 @@ def candidate_s(fig: NcclFigures, algorithm: NcclAlgorithm, protocol: Protocol, 
     if nodes < 2:
         raise ValueError("NCCL builds trees across nodes only (nodes >= 2)")
     nic = fig.inter_bytes_per_s / fig.nics_per_node
-    level = pf.inter_hop_s + TREE_CHUNK_BYTES[protocol] / nic
+    level = pf.inter_hop_s + fig.chunk_bytes(protocol) / nic
     return (pf.base_s + 2 * ((g - 1) * pf.intra_hop_s + tree_levels(nodes) * level)
             + 2 * size_bytes / (pf.efficiency * fig.inter_bytes_per_s))
 
