@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lbsim.calibration.nccl_fit import fit_nccl, nnls
-from lbsim.calibration.nccl_model import (
+from lbsim.network.nccl import (
     PROTOCOLS,
     TREE_CHUNK_BYTES,
     NcclFigures,

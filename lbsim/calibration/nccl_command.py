@@ -2,7 +2,7 @@
 
 Reads ``all_reduce_perf`` logs (:mod:`lbsim.calibration.nccl_tests`), fits the figures on the rows
 whose node count is in ``--fit-nodes`` (:mod:`lbsim.calibration.nccl_fit`), predicts every row with
-NCCL's pick (:mod:`lbsim.calibration.nccl_model`) and writes into ``DIR``:
+NCCL's pick (:mod:`lbsim.network.nccl`) and writes into ``DIR``:
 
 * ``fit.yaml`` — the figures (per protocol: base, intra hop, network hop latencies, bandwidth
   efficiency; the bus bandwidths), which rows they were fitted on, the errors;
@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from lbsim.calibration.nccl_fit import NcclFit, fit_nccl
-from lbsim.calibration.nccl_model import PROTOCOLS, NcclFigures, allreduce_time_s
+from lbsim.network.nccl import PROTOCOLS, NcclFigures, allreduce_time_s
 from lbsim.calibration.nccl_report import (
     SUMMARY_HEADER,
     NcclPrediction,

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lbsim.calibration.nccl_fit import fit_nccl
-from lbsim.calibration.nccl_model import PROTOCOLS, NcclFigures
+from lbsim.network.nccl import PROTOCOLS, NcclFigures
 from lbsim.calibration.nccl_report import (
     LARGE_BYTES,
     SUMMARY_HEADER,

@@ -1,4 +1,4 @@
-"""Fitting :class:`~lbsim.calibration.nccl_model.NcclFigures` to nccl-tests rows, in two stages.
+"""Fitting :class:`~lbsim.network.nccl.NcclFigures` to nccl-tests rows, in two stages.
 
 Every candidate time is linear in the figures once each row's candidate (algorithm, protocol) is
 known, so the fit alternates: assign each row to the candidate the current figures make cheapest
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lbsim.calibration.nccl_model import (
+from lbsim.network.nccl import (
     PROTOCOLS,
     TREE_CHUNK_BYTES,
     NcclFigures,

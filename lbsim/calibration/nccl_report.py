@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lbsim.calibration.nccl_model import NcclFigures, nccl_pick
+from lbsim.network.nccl import NcclFigures, nccl_pick
 from lbsim.calibration.nccl_tests import NcclRow
 
 LARGE_BYTES = 2**20
