@@ -245,3 +245,15 @@ def test_the_docs_tables_are_current_and_meet_the_scale_targets() -> None:
     assert {p.row.gpus for p in preds if p.role == "held_out"} == {32, 64, 128}
     median, p90, _ = stats(held)
     assert median <= 0.10 and p90 <= 0.20
+
+
+def test_auto_search_is_decided_on_the_one_node_fit_rows() -> None:
+    sizes = [2**k for k in range(3, 31)]
+    three = _synthetic(TRUE, [(2, 1), (4, 1), (8, 1), (16, 2)], sizes)
+    fit = fit_nccl(three)
+    assert set(fit.cv_error) == {"local", "global"}
+    assert fit.search == min(fit.cv_error, key=lambda k: (fit.cv_error[k], k != "local"))
+    two = fit_nccl(_synthetic(TRUE, [(2, 1), (8, 1), (16, 2)], sizes))
+    assert (two.search, two.cv_error) == ("local", {})
+    forced = fit_nccl(three, search="global")
+    assert forced.search == "global" and forced.cv_error == {}

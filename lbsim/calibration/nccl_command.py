@@ -103,6 +103,11 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
     lines = [f"# lbsim calibrate-nccl {' '.join(sources)}",
              f"# fitted on the rows with {','.join(map(str, fit_nodes))} node(s); NCCL's ring/tree x LL/LL128/Simple "
              "structure (docs/collectives.md); rounds per stage " + ", ".join(map(str, fit.rounds)) + "."]
+    if fit.cv_error:
+        lines.append(f"# search {fit.search}: leave-one-GPU-count-out geomean |error| on the one-node rows "
+                     + ", ".join(f"{k} {v:.1%}" for k, v in fit.cv_error.items()) + ".")
+    else:
+        lines.append(f"# search {fit.search} (fewer than three one-node GPU counts: no cross-validation).")
     uninformed = [p for p in PROTOCOLS if p not in fit.informed]
     if uninformed:
         lines.append(f"# no fit row picks {', '.join(uninformed)}: its figures are NCCL's tuning-table defaults.")
