@@ -124,9 +124,10 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
 
 @dataclass(frozen=True)
 class EngineMatch:
-    """The engines' all-reduce algorithm closest to the fitted model at the scenario's gradient size."""
+    """The engines' all-reduce settings that reproduce the fitted model at the scenario's gradient size."""
 
     algorithm: Algorithm
+    chunk_share: float
     engine_s: float
     fitted_s: float
 
@@ -136,23 +137,36 @@ class EngineMatch:
 
 
 def engine_match(fig: NcclFigures, nodes: int, gpus_per_node: int, gradient_bytes: float) -> EngineMatch:
-    """Time one all-reduce of ``gradient_bytes`` with every engine algorithm on the fitted links; keep the closest.
+    """The engine algorithm and pipeline fill ``chunk_share`` φ whose all-reduce of ``gradient_bytes`` equals
+    the fitted model's on the fitted links.
 
     The engines' collective model (:mod:`lbsim.network.collectives`) has one latency per link and no
-    protocols or base latency: gradients go in buckets of MiBs, the Simple protocol's regime, so
-    its figures are the ones carried (NIC: ``B_inter`` and the network hop; intra: ``B_intra`` and
-    the NVLink hop), and the algorithm whose time is nearest the fitted NCCL model's is named."""
+    protocols or base latency. Gradients go in buckets of MiBs, the Simple protocol's regime, so its
+    figures are the ones carried (NIC: ``B_inter`` and the network hop; intra: ``B_intra`` and the
+    NVLink hop). What the engine then lacks (the base latency, the tree levels' chunk time) is of the
+    kind its pipeline fill ``(D − 1)·φ·S / B`` models, and its time is linear in φ: each algorithm's
+    φ that makes the two equal is solved, and the algorithm needing the least fill (the closest in
+    structure; φ·S is then the implied chunk) is kept. If no φ in [0, 1] reaches the fitted time,
+    the algorithm closest to it at φ = 0 is kept."""
     simple = fig.protocol("Simple")
     intra = [Link(fig.intra_bytes_per_s, simple.intra_hop_s)] * nodes
     inter = [Link(fig.inter_bytes_per_s, simple.inter_hop_s)] * nodes
+    sizes = [gpus_per_node] * nodes
     fitted = allreduce_time_s(fig, nodes * gpus_per_node, nodes, gradient_bytes)
-    times = {a: allreduce_s(gradient_bytes, [gpus_per_node] * nodes, intra, inter, algorithm=a)
-             for a in ALGORITHMS if a != "nccl"}
-    best = min(times, key=lambda a: (abs(times[a] / fitted - 1.0), ALGORITHMS.index(a)))
-    return EngineMatch(best, times[best], fitted)
+    exact: list[tuple[float, int, Algorithm]] = []
+    near: list[tuple[float, int, Algorithm]] = []
+    for i, a in enumerate(a for a in ALGORITHMS if a != "nccl"):
+        t0 = allreduce_s(gradient_bytes, sizes, intra, inter, algorithm=a)
+        t1 = allreduce_s(gradient_bytes, sizes, intra, inter, algorithm=a, chunk_share=1.0)
+        if t0 <= fitted <= t1 and t1 > t0:
+            exact.append((_g((fitted - t0) / (t1 - t0)), i, a))
+        near.append((abs(t0 / fitted - 1.0), i, a))
+    phi, _, algo = min(exact) if exact else (0.0, 0, min(near)[2])
+    engine = allreduce_s(gradient_bytes, sizes, intra, inter, algorithm=algo, chunk_share=phi)
+    return EngineMatch(algo, phi, engine, fitted)
 
 
-def scenario_data(fig: NcclFigures, nodes: int, gpus_per_node: int, algorithm: Algorithm) -> dict[str, Any]:
+def scenario_data(fig: NcclFigures, nodes: int, gpus_per_node: int, match: EngineMatch) -> dict[str, Any]:
     """A BSP run on ``nodes`` x ``gpus_per_node`` GPUs whose links carry the fitted Simple-protocol figures
     (:func:`engine_match`)."""
     simple = fig.protocol("Simple")
@@ -165,7 +179,7 @@ def scenario_data(fig: NcclFigures, nodes: int, gpus_per_node: int, algorithm: A
         "seed": 1,
         "workload": {"model": SCENARIO_MODEL, "global_batch": 64 * nodes * gpus_per_node, "updates": SCENARIO_UPDATES},
         "cluster": {"groups": [group]},
-        "network": {"name": "ring_allreduce", "algorithm": algorithm},
+        "network": {"name": "ring_allreduce", "algorithm": match.algorithm, "chunk_share": match.chunk_share},
         "scheme": {"name": "bsp"},
     }
 
@@ -187,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
     biggest = max(rows, key=lambda r: (r.gpus, r.nodes))
     gradient_bytes = catalog.MODELS[SCENARIO_MODEL].gradient_bytes
     match = engine_match(fit.figures, biggest.nodes, biggest.gpus_per_node, gradient_bytes)
-    scenario = scenario_data(fit.figures, biggest.nodes, biggest.gpus_per_node, match.algorithm)
+    scenario = scenario_data(fit.figures, biggest.nodes, biggest.gpus_per_node, match)
     header, body = per_size_table(preds)
     report = ("# lbsim calibrate-nccl: errors\n\n"
               f"Fitted on {','.join(map(str, fit_nodes))} node(s); error = predicted / measured − 1.\n\n"
@@ -199,8 +213,9 @@ def run(args: argparse.Namespace) -> int:
     atomic_write_text(out / "report.md", report)
     note = (f"# lbsim calibrate-nccl: the fitted links on the largest logged cluster ({biggest.nodes} x "
             f"{biggest.gpus_per_node} GPUs).\n# One all-reduce of the model's {gradient_bytes} B: fitted NCCL model "
-            f"{match.fitted_s * 1e6:.1f} us; the engines' {match.algorithm} algorithm on these links "
-            f"{match.engine_s * 1e6:.1f} us ({match.deviation:+.1%}), the closest of theirs.\n")
+            f"{match.fitted_s * 1e6:.1f} us; the engines' {match.algorithm} algorithm on these links with pipeline "
+            f"fill chunk_share {match.chunk_share:g} (a {match.chunk_share * gradient_bytes / 1024:.0f} KiB chunk) "
+            f"{match.engine_s * 1e6:.1f} us ({match.deviation:+.2%}); other sizes follow the engines' model.\n")
     atomic_write_text(out / "scenario.yaml", note + yaml.safe_dump(scenario, sort_keys=False, default_flow_style=None, width=120))
     if not args.quiet:
         print_summary(preds, out)
