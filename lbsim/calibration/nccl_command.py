@@ -11,8 +11,8 @@ NCCL's pick (:mod:`lbsim.network.nccl`) and writes into ``DIR``:
   single);
 * ``report.md`` — the error tables (per node count, ≥ 1 MiB and < 1 MiB; per size);
 * ``scenario.yaml`` — a BSP data-parallel run (ResNet-50) on the largest logged cluster whose links
-  carry the fitted figures (``lbsim run DIR/scenario.yaml``); its comment states how far the
-  engines' all-reduce on those links is from the fitted model (:func:`engine_match`).
+  carry the fitted figures, with the engine algorithm and pipeline fill that make its all-reduce of
+  the model's gradient equal the fitted model's (:func:`engine_match`; ``lbsim run DIR/scenario.yaml``).
 
 Bad input (a malformed line, an unknown node count, a fit without one-node or multi-node rows)
 exits 2 with one line naming the file and line or the option; nothing is written.
