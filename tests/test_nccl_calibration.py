@@ -158,6 +158,9 @@ def test_command_end_to_end_and_the_scenario_runs(tmp_path: Path) -> None:
     assert len(rows) == 4 * 28
     assert {r["role"] for r in rows if r["gpus"] == "32"} == {"held_out"}
     assert {r["role"] for r in rows if r["gpus"] in ("2", "8", "16")} == {"fit"}
+    assert {r["extrapolates"] for r in rows if r["gpus"] == "32"} == {"nodes"}
+    assert {r["extrapolates"] for r in rows if r["gpus"] != "32"} == {""}
+    assert {r["predicted_lo_s"] for r in rows} == {""}  # two one-node GPU counts: nothing to leave out
     worst = max(abs(float(r["error"])) for r in rows)
     assert worst < 0.02  # printed with 2 decimals (10 ns): rounding only
     run_out = tmp_path / "run"
@@ -263,3 +266,29 @@ def test_auto_search_is_decided_on_the_one_node_fit_rows() -> None:
     assert (two.search, two.cv_error) == ("local", {})
     forced = fit_nccl(three, search="global")
     assert forced.search == "global" and forced.cv_error == {}
+
+
+def test_intervals_are_the_quantiles_of_the_left_out_ratios_per_size_class() -> None:
+    import math
+
+    from lbsim.calibration.nccl_report import interval_bounds, predict_rows
+
+    ratios = [(8, 2**20 * (k + 1), 1.0 / (1.0 + 0.01 * k)) for k in range(11)]  # measured/predicted 1.00..1.10
+    ratios += [(8, 1024, 1.0)] * 4  # too few small rows: no small-size interval
+    b = interval_bounds(ratios, 0.8)
+    assert set(b) == {True}
+    assert b[True][0] == pytest.approx(math.log(1.01)) and b[True][1] == pytest.approx(math.log(1.09))
+    rows = _synthetic(TRUE, [(8, 1), (16, 2), (64, 8)], [1024, 2**24])
+    preds = predict_rows(TRUE, rows, (1, 2), b)
+    big = [p for p in preds if p.row.size_bytes == 2**24]
+    assert all(p.lo_s == pytest.approx(p.predicted_s * 1.01) and p.hi_s == pytest.approx(p.predicted_s * 1.09) for p in big)
+    assert all(p.lo_s is None and p.hi_s is None for p in preds if p.row.size_bytes == 1024)
+    assert [p.extrapolates for p in preds] == ["", "", "", "", "nodes", "nodes"]
+    wide = predict_rows(TRUE, _synthetic(TRUE, [(8, 1), (16, 2), (64, 4)], [2**10, 2**30]), (1, 2))
+    assert wide[-1].extrapolates == "nodes+gpus_per_node" and wide[0].lo_s is None
+
+
+def test_bad_interval_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logs = _write_tiny(tmp_path)
+    assert main(["calibrate-nccl", *logs, "--fit-nodes", "1,2", "--interval", "1.5", "--out", str(tmp_path / "o"), "-q"]) == 2
+    assert "--interval: must be a coverage in (0, 1)" in capsys.readouterr().err

@@ -6,9 +6,10 @@ NCCL's pick (:mod:`lbsim.network.nccl`) and writes into ``DIR``:
 
 * ``fit.yaml`` — the figures (per protocol: base, intra hop, network hop latencies, bandwidth
   efficiency; the bus bandwidths), which rows they were fitted on, the errors;
-* ``predictions.csv`` — every row: nodes, gpus, size_bytes, measured_s, predicted_s, error
-  (predicted / measured − 1), the algorithm and protocol the model picks, role (fit / held_out /
-  single);
+* ``predictions.csv`` — every row: nodes, gpus, size_bytes, measured_s, predicted_s, its interval
+  (predicted_lo_s, predicted_hi_s; ``--interval`` nominal coverage), error (predicted / measured − 1),
+  the algorithm and protocol the model picks, role (fit / held_out / single) and extrapolates
+  (nodes, gpus_per_node, size: beyond the fit rows; :mod:`lbsim.calibration.nccl_report`);
 * ``report.md`` — the error tables (per node count, ≥ 1 MiB and < 1 MiB; per size);
 * ``scenario.yaml`` — a BSP data-parallel run (ResNet-50) on the largest logged cluster whose links
   carry the fitted figures, with the engine algorithm and pipeline fill that make its all-reduce of
@@ -31,9 +32,12 @@ import yaml
 from lbsim.calibration.nccl_fit import NcclFit, fit_nccl
 from lbsim.network.nccl import PROTOCOLS, NcclFigures, allreduce_time_s
 from lbsim.calibration.nccl_report import (
+    DEFAULT_NOMINAL,
     SUMMARY_HEADER,
     NcclPrediction,
+    coverage,
     csv_rows,
+    interval_bounds,
     markdown,
     per_size_table,
     predict_rows,
@@ -62,6 +66,9 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--nics-per-node", type=int, metavar="K",
                     help="network links per node, one per NCCL channel (default: the GPUs per node of the "
                          "multi-node fit logs: one NIC per GPU)")
+    sp.add_argument("--interval", type=float, default=DEFAULT_NOMINAL, metavar="P",
+                    help="nominal coverage of each prediction's interval, in (0, 1) (default 0.9; from the fit's "
+                         "leave-one-GPU-count-out errors)")
     sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
 
 
@@ -84,6 +91,18 @@ def parse_fit_nodes(text: str, rows: Sequence[NcclRow]) -> tuple[int, ...]:
     return nodes
 
 
+def coverage_lines(preds: Sequence[NcclPrediction], nominal: float) -> list[str]:
+    out = []
+    for role in ("fit", "held_out"):
+        for label, large in (("≥ 1 MiB", True), ("< 1 MiB", False)):
+            n, share = coverage(preds, role, large)
+            if n:
+                out.append(f"# {nominal:.0%} intervals, {role} rows {label}: {share:.0%} of {n} inside")
+    if not out:
+        out.append("# no intervals: fewer than three one-node GPU counts to leave out")
+    return out
+
+
 def _g(x: float) -> float:
     return float(f"{x:.6g}")
 
@@ -99,7 +118,8 @@ def figures_data(fig: NcclFigures) -> dict[str, Any]:
     }
 
 
-def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str], preds: Sequence[NcclPrediction]) -> str:
+def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str], preds: Sequence[NcclPrediction],
+                  nominal: float = DEFAULT_NOMINAL) -> str:
     lines = [f"# lbsim calibrate-nccl {' '.join(sources)}",
              f"# fitted on the rows with {','.join(map(str, fit_nodes))} node(s); NCCL's ring/tree x LL/LL128/Simple "
              "structure (docs/collectives.md); rounds per stage " + ", ".join(map(str, fit.rounds)) + "."]
@@ -117,6 +137,7 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
             if errs:
                 med, p90, geo = stats(errs)
                 lines.append(f"# {role} rows {label}: {len(errs)}, |error| median {med:.1%}, p90 {p90:.1%}, geomean {geo:.1%}")
+    lines += coverage_lines(preds, nominal)
     body = yaml.safe_dump({"fit_nodes": list(fit_nodes), "figures": figures_data(fit.figures)},
                           sort_keys=False, default_flow_style=False, allow_unicode=True)
     return "\n".join(lines) + "\n" + body
@@ -190,13 +211,16 @@ def run(args: argparse.Namespace) -> int:
 
     if len(args.logs) > MAX_LOGS:
         raise InputError("LOGS", f"at most {MAX_LOGS} log files, got {len(args.logs)}")
+    if not 0.0 < args.interval < 1.0:
+        raise InputError("--interval", f"must be a coverage in (0, 1), e.g. 0.9, got {args.interval}")
     if args.nics_per_node is not None and not 1 <= args.nics_per_node <= MAX_WORKERS:
         raise InputError("--nics-per-node", f"must be in [1, {MAX_WORKERS}], got {args.nics_per_node}")
     out = check_out(Path(args.out))
     rows = read_logs(args.logs)
     fit_nodes = parse_fit_nodes(args.fit_nodes, rows)
     fit = fit_nccl([r for r in rows if r.nodes in fit_nodes], nics_per_node=args.nics_per_node)
-    preds = predict_rows(fit.figures, rows, fit_nodes)
+    bounds = interval_bounds(fit.cv_ratios, args.interval)
+    preds = predict_rows(fit.figures, rows, fit_nodes, bounds)
     sources = [Path(p).name for p in args.logs]
     biggest = max(rows, key=lambda r: (r.gpus, r.nodes))
     gradient_bytes = catalog.MODELS[SCENARIO_MODEL].gradient_bytes
@@ -207,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
               f"Fitted on {','.join(map(str, fit_nodes))} node(s); error = predicted / measured − 1.\n\n"
               + markdown(SUMMARY_HEADER, summary_table(preds)) + "\n" + markdown(header, body))
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "fit.yaml", fit_yaml_text(fit, fit_nodes, sources, preds))
+    atomic_write_text(out / "fit.yaml", fit_yaml_text(fit, fit_nodes, sources, preds, args.interval))
     cols, csv_body = csv_rows(preds)
     write_csv(out / "predictions.csv", cols, csv_body)
     atomic_write_text(out / "report.md", report)
@@ -218,11 +242,11 @@ def run(args: argparse.Namespace) -> int:
             f"{match.engine_s * 1e6:.1f} us ({match.deviation:+.2%}); other sizes follow the engines' model.\n")
     atomic_write_text(out / "scenario.yaml", note + yaml.safe_dump(scenario, sort_keys=False, default_flow_style=None, width=120))
     if not args.quiet:
-        print_summary(preds, out)
+        print_summary(preds, out, args.interval)
     return 0
 
 
-def print_summary(preds: Sequence[NcclPrediction], out: Path) -> None:
+def print_summary(preds: Sequence[NcclPrediction], out: Path, nominal: float = DEFAULT_NOMINAL) -> None:
     from rich.table import Table
 
     from lbsim.tables import console as make_console
@@ -231,8 +255,10 @@ def print_summary(preds: Sequence[NcclPrediction], out: Path) -> None:
     table = Table(title="lbsim calibrate-nccl: |error| of the predicted all-reduce time")
     for col in SUMMARY_HEADER:
         table.add_column(col, justify="left" if col in ("rows", "GPUs (nodes x per node)") else "right")
-    for line in summary_table(preds):
-        table.add_row(*line)
+    for cells in summary_table(preds):
+        table.add_row(*cells)
     console = make_console(table_width() or 160)
     console.print(table)
+    for text in coverage_lines(preds, nominal):
+        console.print(text.lstrip("# "))
     console.print(f"wrote {out / 'fit.yaml'}, predictions.csv, report.md, scenario.yaml")

@@ -22,9 +22,12 @@ from pathlib import Path
 from lbsim.calibration.nccl_fit import fit_nccl
 from lbsim.network.nccl import PROTOCOLS, NcclFigures
 from lbsim.calibration.nccl_report import (
+    DEFAULT_NOMINAL,
     LARGE_BYTES,
     SUMMARY_HEADER,
     NcclPrediction,
+    coverage,
+    interval_bounds,
     markdown,
     per_size_table,
     predict_rows,
@@ -36,6 +39,7 @@ from lbsim.calibration.nccl_tests import NcclRow, read_logs
 FIT_NODES = (1, 2)
 SPLITS = ((1, 2), (1, 4), (1, 2, 4))
 CHUNKS = (0.0, 128 * 1024.0, 256 * 1024.0, 512 * 1024.0)
+NOMINALS = (0.8, 0.9)
 
 
 def _pct(x: float) -> str:
@@ -81,12 +85,23 @@ def blocks(data: Path) -> tuple[str, str]:
     logs: list[Path] = sorted(data.glob("nccl_*gpus.log"), key=lambda p: int(p.name[5:-8]))
     rows = read_logs(logs)
     fit = fit_nccl([r for r in rows if r.nodes in FIT_NODES])
-    preds = predict_rows(fit.figures, rows, FIT_NODES)
+    preds = predict_rows(fit.figures, rows, FIT_NODES, interval_bounds(fit.cv_ratios, DEFAULT_NOMINAL))
+    cover = []
+    for nominal in NOMINALS:
+        ps = predict_rows(fit.figures, rows, FIT_NODES, interval_bounds(fit.cv_ratios, nominal))
+        line = [f"{nominal:.0%}"]
+        for role in ("fit", "held_out"):
+            for large in (True, False):
+                n, share = coverage(ps, role, large)
+                line.append(f"{_pct(share)} of {n}")
+        cover.append(line)
     val = ["Fitted on 1 node (2, 4, 8 GPUs) and 2 nodes (16 GPUs); held out: 4, 8, 16 nodes (32, 64, 128 GPUs). "
            "|error| of the all-reduce time; sizes ≥ 1 MiB and < 1 MiB apart.\n",
            markdown(SUMMARY_HEADER, summary_table(preds)),
            "\nRatio errors, sizes ≥ 1 MiB: the predicted slow-down over the 16-GPU cluster at the same size.\n",
            markdown(["ratio", "n", "median", "p90", "geomean"], ratio_rows(preds, 16)),
+           "\nIntervals (from the fit's leave-one-GPU-count-out errors on one node): share of rows inside.\n",
+           markdown(["nominal", "fit ≥ 1 MiB", "fit < 1 MiB", "held out ≥ 1 MiB", "held out < 1 MiB"], cover),
            "\nRobustness: other fit node counts (held out: every other multi-GPU log).\n",
            markdown(["fit nodes", "held-out GPUs", "median ≥ 1 MiB", "p90 ≥ 1 MiB", "median < 1 MiB", "p90 < 1 MiB"],
                     [[",".join(map(str, s)), *held_stats(rows, s)] for s in SPLITS]),

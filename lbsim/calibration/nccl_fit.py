@@ -88,14 +88,16 @@ def nnls(a: np.ndarray, b: np.ndarray, max_iter: int = 500) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NcclFit:
-    """The fitted figures, which protocols the fit rows informed, the rounds each stage took, the search used
-    and (``auto``) each search's leave-one-GPU-count-out error."""
+    """The fitted figures, which protocols the fit rows informed, the rounds each stage took, the search used,
+    (``auto``) each search's leave-one-GPU-count-out error, and that search's held-out ratios
+    ``(gpus, size_bytes, predicted / measured)`` (:mod:`lbsim.calibration.nccl_report` makes intervals of them)."""
 
     figures: NcclFigures
     informed: tuple[str, ...]
     rounds: tuple[int, int]
     search: str = "local"
     cv_error: dict[str, float] = field(default_factory=dict)
+    cv_ratios: tuple[tuple[int, int, float], ...] = ()
 
 
 def _figures(base: Sequence[float] | np.ndarray, intra: Sequence[float] | np.ndarray,
@@ -214,18 +216,28 @@ class _Fitter:
         t2, rounds, used = _search(self.multi, np.array([*NCCL_NET_HOP_S, 1.0 / self.inter0]), 3, scales, build2, design2)
         return build2(t2), rounds, used
 
-    def cv_error(self, scales: Sequence[tuple[float, float]]) -> float | None:
-        """Leave-one-GPU-count-out on the one-node rows: geomean |error| on each left-out count, averaged
-        (None with fewer than three counts)."""
+    def cv_ratios(self, scales: Sequence[tuple[float, float]]) -> list[tuple[int, int, float]] | None:
+        """Leave-one-GPU-count-out on the one-node rows: ``(gpus, size_bytes, predicted / measured)`` of
+        every left-out row (None with fewer than three GPU counts)."""
         counts = sorted({r.gpus for r in self.one})
         if len(counts) < 3:
             return None
-        errs = []
+        out = []
         for held in counts:
             t1, _, _ = self.stage1([r for r in self.one if r.gpus != held], scales)
             fig = self.build1(t1)
-            logs = [math.log1p(abs(nccl_pick(fig, r.gpus, 1, r.size_bytes).time_s / r.time_s - 1.0))
+            out += [(r.gpus, r.size_bytes, nccl_pick(fig, r.gpus, 1, r.size_bytes).time_s / r.time_s)
                     for r in self.one if r.gpus == held]
+        return out
+
+    def cv_error(self, scales: Sequence[tuple[float, float]]) -> float | None:
+        """:meth:`cv_ratios`' geomean |error| per left-out GPU count, averaged."""
+        ratios = self.cv_ratios(scales)
+        if ratios is None:
+            return None
+        errs = []
+        for held in sorted({g for g, _, _ in ratios}):
+            logs = [math.log1p(abs(q - 1.0)) for g, _, q in ratios if g == held]
             errs.append(math.expm1(sum(logs) / len(logs)))
         return sum(errs) / len(errs)
 
@@ -252,4 +264,5 @@ def fit_nccl(rows: Sequence[NcclRow], nics_per_node: int | None = None,
     t1, rounds1, used1 = f.stage1(f.one, scales)
     fig, rounds2, used2 = f.stage2(t1, scales)
     informed = tuple(p for p in PROTOCOLS if p in used1 or p in used2)
-    return NcclFit(fig, informed, (rounds1, rounds2), chosen, cv)
+    ratios = f.cv_ratios(scales)
+    return NcclFit(fig, informed, (rounds1, rounds2), chosen, cv, tuple(ratios) if ratios is not None else ())

@@ -6,6 +6,15 @@ split at 1 MiB: below it a call is latency-bound (a few to ~100 µs, where a run
 share), at and above it bandwidth-bound; both are reported. Roles: ``fit`` (a node count the
 figures were fitted on), ``held_out`` (never seen by the fit), ``single`` (one GPU: no
 communication, predicted 0, not scored).
+
+**Intervals.** A prediction ``T̂`` carries ``[T̂·exp(q_lo), T̂·exp(q_hi)]``, ``q`` the
+``(1 − P)/2`` and ``(1 + P)/2`` quantiles of ``log(measured / predicted)`` over the fit's own
+leave-one-GPU-count-out rows (:meth:`lbsim.calibration.nccl_fit.NcclFit.cv_ratios`) of the same
+size class (``P``: the nominal coverage). They come from one-node rows only — the fit has no second
+multi-node count to leave out — so they say how far the model misses a GPU count it did not see,
+not a node count; the held-out coverage is reported beside them. **Extrapolation flags**
+(``extrapolates``): ``nodes`` (more nodes than any fit row), ``gpus_per_node`` (more than any fit
+row), ``size`` (outside the fit rows' sizes).
 """
 
 from __future__ import annotations
@@ -22,6 +31,10 @@ from lbsim.calibration.nccl_tests import NcclRow
 LARGE_BYTES = 2**20
 
 
+DEFAULT_NOMINAL = 0.9
+MIN_INTERVAL_ROWS = 5
+
+
 @dataclass(frozen=True)
 class NcclPrediction:
     row: NcclRow
@@ -29,31 +42,78 @@ class NcclPrediction:
     algorithm: str
     protocol: str
     role: str
+    lo_s: float | None = None
+    hi_s: float | None = None
+    extrapolates: str = ""
 
     @property
     def error(self) -> float:
         return self.predicted_s / self.row.time_s - 1.0
 
+    @property
+    def covered(self) -> bool | None:
+        if self.lo_s is None or self.hi_s is None:
+            return None
+        return self.lo_s <= self.row.time_s <= self.hi_s
 
-def predict_rows(fig: NcclFigures, rows: Sequence[NcclRow], fit_nodes: Sequence[int]) -> list[NcclPrediction]:
+
+def interval_bounds(ratios: Sequence[tuple[int, int, float]], nominal: float) -> dict[bool, tuple[float, float]]:
+    """Per size class (``True``: ≥ 1 MiB) the log-ratio quantiles ``(q_lo, q_hi)``; a class with fewer than
+    :data:`MIN_INTERVAL_ROWS` rows gets none."""
+    out = {}
+    for large in (True, False):
+        logs = [-math.log(q) for _, s, q in ratios if (s >= LARGE_BYTES) == large]
+        if len(logs) >= MIN_INTERVAL_ROWS:
+            lo, hi = np.quantile(np.asarray(logs), [(1 - nominal) / 2, (1 + nominal) / 2])
+            out[large] = (float(lo), float(hi))
+    return out
+
+
+def _extrapolates(r: NcclRow, fit_rows: Sequence[NcclRow]) -> str:
+    why = []
+    if r.nodes > max(f.nodes for f in fit_rows):
+        why.append("nodes")
+    if r.gpus_per_node > max(f.gpus_per_node for f in fit_rows):
+        why.append("gpus_per_node")
+    if not min(f.size_bytes for f in fit_rows) <= r.size_bytes <= max(f.size_bytes for f in fit_rows):
+        why.append("size")
+    return "+".join(why)
+
+
+def predict_rows(fig: NcclFigures, rows: Sequence[NcclRow], fit_nodes: Sequence[int],
+                 bounds: dict[bool, tuple[float, float]] | None = None) -> list[NcclPrediction]:
+    fit_rows = [r for r in rows if r.nodes in fit_nodes and r.gpus > 1]
     out = []
     for r in rows:
         if r.gpus <= 1:
             out.append(NcclPrediction(r, 0.0, "", "", "single"))
             continue
         p = nccl_pick(fig, r.gpus, r.nodes, r.size_bytes)
-        out.append(NcclPrediction(r, p.time_s, p.algorithm, p.protocol, "fit" if r.nodes in fit_nodes else "held_out"))
+        b = (bounds or {}).get(r.size_bytes >= LARGE_BYTES)
+        lo, hi = (p.time_s * math.exp(b[0]), p.time_s * math.exp(b[1])) if b else (None, None)
+        out.append(NcclPrediction(r, p.time_s, p.algorithm, p.protocol, "fit" if r.nodes in fit_nodes else "held_out",
+                                  lo, hi, _extrapolates(r, fit_rows) if fit_rows else ""))
     return out
 
 
+def coverage(preds: Sequence[NcclPrediction], role: str, large: bool) -> tuple[int, float]:
+    """(rows with an interval, share of them whose measurement lies inside) for one role and size class."""
+    flags = [p.covered for p in preds if p.role == role and (p.row.size_bytes >= LARGE_BYTES) == large]
+    have = [c for c in flags if c is not None]
+    return len(have), (sum(have) / len(have) if have else math.nan)
+
+
 def csv_rows(preds: Sequence[NcclPrediction]) -> tuple[list[str], list[list[object]]]:
-    cols = ["nodes", "gpus", "size_bytes", "measured_s", "predicted_s", "error", "algorithm", "protocol", "role"]
+    cols = ["nodes", "gpus", "size_bytes", "measured_s", "predicted_s", "predicted_lo_s", "predicted_hi_s", "error",
+            "algorithm", "protocol", "role", "extrapolates"]
     body: list[list[object]] = []
     for p in preds:
         r = p.row
         err: object = "" if p.role == "single" else float(f"{p.error:.6g}")
-        body.append([r.nodes, r.gpus, r.size_bytes, float(f"{r.time_s:.9g}"), float(f"{p.predicted_s:.9g}"), err,
-                     p.algorithm, p.protocol, p.role])
+        lo: object = "" if p.lo_s is None else float(f"{p.lo_s:.9g}")
+        hi: object = "" if p.hi_s is None else float(f"{p.hi_s:.9g}")
+        body.append([r.nodes, r.gpus, r.size_bytes, float(f"{r.time_s:.9g}"), float(f"{p.predicted_s:.9g}"), lo, hi, err,
+                     p.algorithm, p.protocol, p.role, p.extrapolates])
     return cols, body
 
 
