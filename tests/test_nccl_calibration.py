@@ -8,6 +8,9 @@ from pathlib import Path
 import pytest
 
 from lbsim.calibration.nccl_fit import fit_nccl, nnls
+from lbsim.calibration.nccl_tests import NcclRow, parse_log, read_logs
+from lbsim.cli import main
+from lbsim.errors import InputError
 from lbsim.network.nccl import (
     PROTOCOLS,
     TREE_CHUNK_BYTES,
@@ -16,9 +19,6 @@ from lbsim.network.nccl import (
     candidate_s,
     nccl_pick,
 )
-from lbsim.calibration.nccl_tests import NcclRow, parse_log, read_logs
-from lbsim.cli import main
-from lbsim.errors import InputError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "nccl_tests_a100"
 US = 1e-6
@@ -216,7 +216,7 @@ def test_uneven_nodes_and_missing_logs_are_refused(tmp_path: Path, capsys: pytes
 
 
 def test_the_scenario_reproduces_the_fitted_all_reduce_at_the_gradient_size() -> None:
-    from lbsim.calibration.nccl_command import engine_match
+    from lbsim.calibration.nccl_scenario import engine_match
     from lbsim.network.collectives import Link, allreduce_s
 
     m = engine_match(TRUE, 4, 8, 1e8)

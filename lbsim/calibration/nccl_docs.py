@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lbsim.calibration.nccl_fit import fit_nccl
-from lbsim.network.nccl import PROTOCOLS, NcclFigures
 from lbsim.calibration.nccl_report import (
     DEFAULT_NOMINAL,
     LARGE_BYTES,
@@ -35,6 +34,7 @@ from lbsim.calibration.nccl_report import (
     summary_table,
 )
 from lbsim.calibration.nccl_tests import NcclRow, read_logs
+from lbsim.network.nccl import PROTOCOLS, NcclFigures
 
 FIT_NODES = (1, 2)
 SPLITS = ((1, 2), (1, 4), (1, 2, 4))

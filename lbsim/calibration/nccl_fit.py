@@ -35,6 +35,7 @@ from typing import Literal
 
 import numpy as np
 
+from lbsim.calibration.nccl_tests import NcclRow
 from lbsim.network.nccl import (
     PROTOCOLS,
     TREE_CHUNK_BYTES,
@@ -44,7 +45,6 @@ from lbsim.network.nccl import (
     nccl_pick,
     tree_levels,
 )
-from lbsim.calibration.nccl_tests import NcclRow
 
 US = 1e-6
 NCCL_BASE_S = (3.6 * US, 10.0 * US, 8.4 * US)

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lbsim.network.nccl import NcclFigures, nccl_pick
 from lbsim.calibration.nccl_tests import NcclRow
+from lbsim.network.nccl import NcclFigures, nccl_pick
 
 LARGE_BYTES = 2**20
 
