@@ -1,1 +1,1 @@
-"""Network formulas: collectives over nodes and links, NCCL's all-reduce cost model, overlap with compute (pure, no engine)."""
+"""Network formulas: collectives over nodes and links, overlap with compute (pure, no engine)."""
