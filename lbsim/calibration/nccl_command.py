@@ -141,6 +141,7 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
 
 def run(args: argparse.Namespace) -> int:
     from lbsim.lifecycle.guards import check_out
+    from lbsim.scenario.loader import scenario_from_data
     from lbsim.metrics.writers import atomic_write_text, write_csv
 
     if len(args.logs) > MAX_LOGS:
@@ -160,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     gradient_bytes = catalog.MODELS[SCENARIO_MODEL].gradient_bytes
     match = engine_match(fit.figures, biggest.nodes, biggest.gpus_per_node, gradient_bytes)
     scenario = scenario_data(fit.figures, biggest.nodes, biggest.gpus_per_node, match)
+    scenario_from_data(scenario)  # the scenario is checked like a file before anything is written
     header, body = per_size_table(preds)
     report = ("# lbsim calibrate-nccl: errors\n\n"
               f"Fitted on {','.join(map(str, fit_nodes))} node(s); error = predicted / measured − 1.\n\n"
