@@ -141,8 +141,8 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
 
 def run(args: argparse.Namespace) -> int:
     from lbsim.lifecycle.guards import check_out
-    from lbsim.scenario.loader import scenario_from_data
     from lbsim.metrics.writers import atomic_write_text, write_csv
+    from lbsim.scenario.loader import scenario_from_data
 
     if len(args.logs) > MAX_LOGS:
         raise InputError("LOGS", f"at most {MAX_LOGS} log files, got {len(args.logs)}")
