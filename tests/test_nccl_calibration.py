@@ -112,6 +112,28 @@ def test_nnls_matches_the_unconstrained_solution_when_it_is_feasible_and_clips_o
     assert nnls(a, np.array([-1.0, 2.0, 1.0])) == pytest.approx([0.0, 1.5])
 
 
+def test_nnls_reaches_the_best_feasible_active_set() -> None:
+    import itertools
+
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for _ in range(30):
+        a = rng.normal(size=(8, 4)) * rng.choice([1e-6, 1.0, 1e3], size=4)  # columns of very different scales
+        b = rng.normal(size=8)
+        best = float(b @ b)
+        for k in range(1, 5):
+            for cols in itertools.combinations(range(4), k):
+                z = np.linalg.lstsq(a[:, cols], b, rcond=None)[0]
+                if (z >= 0).all():
+                    r = a[:, cols] @ z - b
+                    best = min(best, float(r @ r))
+        x = nnls(a, b)
+        assert (x >= 0).all()
+        r = a @ x - b
+        assert float(r @ r) == pytest.approx(best, rel=1e-9, abs=1e-12)
+
+
 def _synthetic(fig: NcclFigures, shapes: list[tuple[int, int]], sizes: list[int]) -> list[NcclRow]:
     rows = []
     for gpus, nodes in shapes:

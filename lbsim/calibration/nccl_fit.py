@@ -79,7 +79,8 @@ def nnls(a: np.ndarray, b: np.ndarray, max_iter: int = 500) -> np.ndarray:
                 x = z
                 break
             neg = passive & (z <= 0)
-            alpha = float(np.min(x[neg] / (x[neg] - z[neg])))
+            gap = x[neg] - z[neg]
+            alpha = float(np.min(np.where(gap > 0, x[neg] / np.where(gap > 0, gap, 1.0), 0.0)))
             x = x + alpha * (z - x)
             passive &= x > tol * 1e-3
             x[~passive] = 0.0
