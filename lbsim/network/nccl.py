@@ -111,9 +111,12 @@ def check_shape(gpus: int, nodes: int) -> int:
 
 
 def candidate_s(fig: NcclFigures, algorithm: NcclAlgorithm, protocol: Protocol, gpus: int, nodes: int,
-                size_bytes: float) -> float:
-    """The module docstring's ``T`` for one algorithm and protocol (``tree`` needs ``nodes >= 2``)."""
-    g = check_shape(gpus, nodes)
+                size_bytes: float, largest_node: int | None = None) -> float:
+    """The module docstring's ``T`` for one algorithm and protocol (``tree`` needs ``nodes >= 2``).
+
+    ``largest_node``: for nodes of unequal sizes, the largest one's GPUs (its chain is the tree's
+    longest); by default the nodes must be equal."""
+    g = check_shape(gpus, nodes) if largest_node is None else largest_node
     n = gpus
     pf = fig.protocol(protocol)
     if n <= 1:
@@ -136,17 +139,18 @@ def candidates(nodes: int) -> list[tuple[NcclAlgorithm, Protocol]]:
     return [(a, p) for a in algos for p in PROTOCOLS]
 
 
-def nccl_pick(fig: NcclFigures, gpus: int, nodes: int, size_bytes: float) -> Pick:
+def nccl_pick(fig: NcclFigures, gpus: int, nodes: int, size_bytes: float, largest_node: int | None = None) -> Pick:
     """NCCL's choice (the cheapest candidate; ties: ring before tree, LL before LL128 before Simple)."""
     best: Pick | None = None
     for a, p in candidates(nodes):
-        t = candidate_s(fig, a, p, gpus, nodes, size_bytes)
+        t = candidate_s(fig, a, p, gpus, nodes, size_bytes, largest_node)
         if best is None or t < best.time_s:
             best = Pick(t, a, p)
     assert best is not None
     return best
 
 
-def allreduce_time_s(fig: NcclFigures, gpus: int, nodes: int, size_bytes: float) -> float:
-    """Predicted time of one all-reduce of ``size_bytes`` on ``gpus`` GPUs over ``nodes`` equal nodes."""
-    return nccl_pick(fig, gpus, nodes, size_bytes).time_s
+def allreduce_time_s(fig: NcclFigures, gpus: int, nodes: int, size_bytes: float, largest_node: int | None = None) -> float:
+    """Predicted time of one all-reduce of ``size_bytes`` on ``gpus`` GPUs over ``nodes`` nodes (equal, or
+    ``largest_node`` GPUs on the largest)."""
+    return nccl_pick(fig, gpus, nodes, size_bytes, largest_node).time_s
