@@ -187,7 +187,20 @@ def test_command_end_to_end_and_the_scenario_runs(tmp_path: Path) -> None:
     assert worst < 0.02  # printed with 2 decimals (10 ns): rounding only
     run_out = tmp_path / "run"
     assert main(["run", str(out / "scenario.yaml"), "--out", str(run_out), "-q", "--set", "workload.updates=2"]) == 0
-    assert (run_out / "summary.json").exists()
+    with (run_out / "iterations.csv").open() as fh:
+        comm = {float(r["comm_s"]) for r in csv.DictReader(fh)}
+    import yaml
+
+    from lbsim.scenario.catalog import MODELS
+    from lbsim.scenario.fields import parse
+    from lbsim.scenario.nccl_section import NcclModel
+
+    data = yaml.safe_load((out / "scenario.yaml").read_text())
+    group = data["cluster"]["groups"][0]
+    fig = parse(NcclModel, data["network"]["nccl"]).figures(group["intra_bandwidth_gbps"] * 1e9 / 8,
+                                                            group["bandwidth_gbps"] * 1e9 / 8)
+    want = nccl_pick(fig, 32, 4, MODELS["resnet50_imagenet"].gradient_bytes).time_s
+    assert len(comm) == 1 and comm.pop() == pytest.approx(want, rel=1e-9)
 
 
 def test_same_input_same_bytes(tmp_path: Path) -> None:
@@ -235,24 +248,6 @@ def test_uneven_nodes_and_missing_logs_are_refused(tmp_path: Path, capsys: pytes
         parse_log(text, "u.log")
     assert main(["calibrate-nccl", str(tmp_path / "none.log"), "--fit-nodes", "1,2", "--out", str(tmp_path / "o"), "-q"]) == 2
     assert "log file not found" in capsys.readouterr().err
-
-
-def test_the_scenario_reproduces_the_fitted_all_reduce_at_the_gradient_size() -> None:
-    from lbsim.calibration.nccl_scenario import engine_match
-    from lbsim.network.collectives import Link, allreduce_s
-
-    m = engine_match(TRUE, 4, 8, 1e8)
-    assert m.fitted_s == pytest.approx(nccl_pick(TRUE, 32, 4, 1e8).time_s)
-    simple = TRUE.protocol("Simple")
-    intra, inter = [Link(200e9, simple.intra_hop_s)] * 4, [Link(100e9, simple.inter_hop_s)] * 4
-    engine = allreduce_s(1e8, [8] * 4, intra, inter, algorithm=m.algorithm, chunk_share=m.chunk_share)
-    assert engine == pytest.approx(m.fitted_s, rel=1e-5) and m.engine_s == engine
-    # the algorithm needing the least pipeline fill among those that can reach the fitted time
-    for a in ("ring", "hierarchical", "tree"):
-        t0 = allreduce_s(1e8, [8] * 4, intra, inter, algorithm=a)
-        t1 = allreduce_s(1e8, [8] * 4, intra, inter, algorithm=a, chunk_share=1.0)
-        if t0 <= m.fitted_s <= t1:
-            assert m.chunk_share <= (m.fitted_s - t0) / (t1 - t0) * (1 + 1e-5)
 
 
 def test_a_root_column_row_reads_the_same_times() -> None:
@@ -314,3 +309,46 @@ def test_bad_interval_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     logs = _write_tiny(tmp_path)
     assert main(["calibrate-nccl", *logs, "--fit-nodes", "1,2", "--interval", "1.5", "--out", str(tmp_path / "o"), "-q"]) == 2
     assert "--interval: must be a coverage in (0, 1)" in capsys.readouterr().err
+
+
+def test_the_engines_time_the_all_reduce_with_the_fitted_model() -> None:
+    import numpy as np
+
+    from lbsim.network.collectives import Link
+    from lbsim.network.topology import AllReducePlan, Topology
+
+    def figures(intra: float, inter: float) -> NcclFigures:
+        return NcclFigures(TRUE.protocols, intra, inter, TRUE.nics_per_node)
+
+    topo = Topology((8, 8, 8, 8), (Link(100e9, 0.0),) * 4, (Link(200e9, 0.0),) * 4)
+    plan = AllReducePlan(topo, "nccl_fitted", nccl=figures)
+    for size in (1024, 2**20, 2**30):
+        assert plan.duration_s(size, np.ones(32)) == pytest.approx(nccl_pick(TRUE, 32, 4, size).time_s, rel=1e-12)
+    # a worker whose network runs 2x slower halves its node's link bandwidths: the slowest node sets the pace
+    slow = np.ones(32)
+    slow[9] = 2.0
+    half = NcclFigures(TRUE.protocols, 100e9, 50e9, TRUE.nics_per_node)
+    assert plan.duration_s(2**26, slow) == pytest.approx(nccl_pick(half, 32, 4, 2**26).time_s, rel=1e-12)
+    # unequal nodes: the largest node's chain
+    uneven = AllReducePlan(Topology((8, 4), (Link(100e9, 0.0),) * 2, (Link(200e9, 0.0),) * 2), "nccl_fitted", nccl=figures)
+    assert uneven.duration_s(2**20, np.ones(12)) == pytest.approx(nccl_pick(TRUE, 12, 2, 2**20, largest_node=8).time_s)
+    with pytest.raises(ValueError, match="nccl_fitted needs"):
+        AllReducePlan(topo, "nccl_fitted")
+
+
+def test_nccl_fitted_needs_its_section_and_the_section_needs_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    logs = _write_tiny(tmp_path)
+    out = tmp_path / "out"
+    assert main(["calibrate-nccl", *logs, "--fit-nodes", "1,2", "--out", str(out), "-q"]) == 0
+    data = yaml.safe_load((out / "scenario.yaml").read_text())
+    assert data["network"]["algorithm"] == "nccl_fitted" and set(data["network"]["nccl"]) >= {"LL", "LL128", "Simple"}
+    no_section = dict(data, network={k: v for k, v in data["network"].items() if k != "nccl"})
+    unused = dict(data, network=dict(data["network"], algorithm="ring"))
+    for i, bad in enumerate((no_section, unused)):
+        path = tmp_path / f"bad{i}.yaml"
+        path.write_text(yaml.safe_dump(bad))
+        assert main(["run", str(path), "--out", str(tmp_path / f"r{i}"), "-q"]) == 2
+        err = capsys.readouterr().err
+        assert "network." in err and "nccl" in err and len(err.strip().splitlines()) == 1

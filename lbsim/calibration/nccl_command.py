@@ -11,9 +11,9 @@ NCCL's pick (:mod:`lbsim.network.nccl`) and writes into ``DIR``:
   the algorithm and protocol the model picks, role (fit / held_out / single) and extrapolates
   (nodes, gpus_per_node, size: beyond the fit rows; :mod:`lbsim.calibration.nccl_report`);
 * ``report.md`` — the error tables (per node count, ≥ 1 MiB and < 1 MiB; per size);
-* ``scenario.yaml`` — a BSP data-parallel run (ResNet-50) on the largest logged cluster whose links
-  carry the fitted figures, with the engine algorithm and pipeline fill that make its all-reduce of
-  the model's gradient equal the fitted model's (:func:`engine_match`; ``lbsim run DIR/scenario.yaml``).
+* ``scenario.yaml`` — a BSP data-parallel run (ResNet-50) on the largest logged cluster whose
+  all-reduce the engines time with the fitted model (``network.algorithm: nccl_fitted``;
+  :mod:`lbsim.calibration.nccl_scenario`; ``lbsim run DIR/scenario.yaml``).
 
 Bad input (a malformed line, an unknown node count, a fit without one-node or multi-node rows)
 exits 2 with one line naming the file and line or the option; nothing is written.
@@ -42,11 +42,11 @@ from lbsim.calibration.nccl_report import (
     stats,
     summary_table,
 )
-from lbsim.calibration.nccl_scenario import SCENARIO_MODEL, engine_match, scenario_data
+from lbsim.calibration.nccl_scenario import SCENARIO_MODEL, scenario_data
 from lbsim.calibration.nccl_tests import NcclRow, read_logs
 from lbsim.errors import InputError
 from lbsim.limits import MAX_WORKERS
-from lbsim.network.nccl import PROTOCOLS, NcclFigures
+from lbsim.network.nccl import PROTOCOLS, NcclFigures, allreduce_time_s
 from lbsim.scenario import catalog
 
 MAX_LOGS = 256
@@ -159,8 +159,7 @@ def run(args: argparse.Namespace) -> int:
     sources = [Path(p).name for p in args.logs]
     biggest = max(rows, key=lambda r: (r.gpus, r.nodes))
     gradient_bytes = catalog.MODELS[SCENARIO_MODEL].gradient_bytes
-    match = engine_match(fit.figures, biggest.nodes, biggest.gpus_per_node, gradient_bytes)
-    scenario = scenario_data(fit.figures, biggest.nodes, biggest.gpus_per_node, match)
+    scenario = scenario_data(fit.figures, biggest.nodes, biggest.gpus_per_node)
     scenario_from_data(scenario)  # the scenario is checked like a file before anything is written
     header, body = per_size_table(preds)
     report = ("# lbsim calibrate-nccl: errors\n\n"
@@ -171,11 +170,9 @@ def run(args: argparse.Namespace) -> int:
     cols, csv_body = csv_rows(preds)
     write_csv(out / "predictions.csv", cols, csv_body)
     atomic_write_text(out / "report.md", report)
-    note = (f"# lbsim calibrate-nccl: the fitted links on the largest logged cluster ({biggest.nodes} x "
-            f"{biggest.gpus_per_node} GPUs).\n# One all-reduce of the model's {gradient_bytes} B: fitted NCCL model "
-            f"{match.fitted_s * 1e6:.1f} us; the engines' {match.algorithm} algorithm on these links with pipeline "
-            f"fill chunk_share {match.chunk_share:g} (a {match.chunk_share * gradient_bytes / 1024:.0f} KiB chunk) "
-            f"{match.engine_s * 1e6:.1f} us ({match.deviation:+.2%}); other sizes follow the engines' model.\n")
+    one = allreduce_time_s(fit.figures, biggest.gpus, biggest.nodes, gradient_bytes)
+    note = (f"# lbsim calibrate-nccl: the fitted NCCL model on the largest logged cluster ({biggest.nodes} x "
+            f"{biggest.gpus_per_node} GPUs); one all-reduce of the model's {gradient_bytes} B: {one * 1e6:.1f} us.\n")
     atomic_write_text(out / "scenario.yaml", note + yaml.safe_dump(scenario, sort_keys=False, default_flow_style=None, width=120))
     if not args.quiet:
         print_summary(preds, out, args.interval)
