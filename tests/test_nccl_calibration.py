@@ -352,3 +352,17 @@ def test_nccl_fitted_needs_its_section_and_the_section_needs_it(tmp_path: Path, 
         assert main(["run", str(path), "--out", str(tmp_path / f"r{i}"), "-q"]) == 2
         err = capsys.readouterr().err
         assert "network." in err and "nccl" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_log_above_the_size_bound_is_refused_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import lbsim.calibration.nccl_tests as reader
+
+    logs = _write_tiny(tmp_path)
+    monkeypatch.setattr(reader, "MAX_MEASURED_BYTES", 2**20 // 4)  # 256 KiB; the logs are ~3 KB
+    big = Path(logs[0])
+    big.write_text(big.read_text() + "#" * (2**20 // 4) + "\n")
+    assert main(["calibrate-nccl", *logs, "--fit-nodes", "1,2", "--out", str(tmp_path / "o"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{big}: larger than" in err and "the bound for a log file" in err
+    assert not (tmp_path / "o").exists()
