@@ -255,6 +255,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return run(args, default_engine())
 
 
+def cmd_calibrate_nccl(args: argparse.Namespace) -> int:
+    from lbsim.calibration.nccl_command import run
+
+    return run(args)
+
+
 def cmd_advise(args: argparse.Namespace) -> int:
     """``lbsim advise``: which scheme to use on a cluster (:mod:`lbsim.advise`)."""
     from lbsim.advise.command import cmd_advise as advise
@@ -391,6 +397,13 @@ def build_parser() -> argparse.ArgumentParser:
     cal = sub.add_parser("calibrate", help="fit t(b), links, overlap from measured step times; predict every row by simulation")
     calibration_arguments(cal)
     cal.set_defaults(func=cmd_calibrate)
+
+    from lbsim.calibration.nccl_command import add_arguments as nccl_arguments
+
+    ncal = sub.add_parser("calibrate-nccl", help="fit per-level link and collective figures on nccl-tests "
+                                                 "all_reduce_perf logs; predict the held-out node counts")
+    nccl_arguments(ncal)
+    ncal.set_defaults(func=cmd_calibrate_nccl)
 
     sub.add_parser("schemes", help="list the registered schemes and their parameters").set_defaults(func=cmd_schemes)
     cat = sub.add_parser("catalog", help="list instance types and model profiles with their sources")

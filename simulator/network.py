@@ -166,7 +166,8 @@ class ParameterServer:
 def allreduce_plan(env: Any, config: AllReduceConfig) -> AllReducePlan:
     """The all-reduce over the scenario's nodes and links (``config.bandwidth_gbps`` sets every NIC)."""
     topo = topology_of(env.workers, nic_gbps=config.bandwidth_gbps, nic_latency_s=config.alpha_s)
-    return AllReducePlan(topo, config.algorithm, config.chunk_share)
+    return AllReducePlan(topo, config.algorithm, config.chunk_share,
+                         nccl=config.nccl.figures if config.nccl is not None else None)
 
 
 def ring_allreduce_s(env: Any, plan: AllReducePlan) -> float:

@@ -79,6 +79,9 @@ from typing import Literal
 
 Algorithm = Literal["ring", "hierarchical", "tree", "nccl"]
 ALGORITHMS: tuple[Algorithm, ...] = ("ring", "hierarchical", "tree", "nccl")
+# A scenario's choice: one of the link-only formulas above, or NCCL's own fitted cost model
+# (lbsim/network/nccl.py), which needs the fitted figures and is timed by topology.AllReducePlan.
+NetworkAlgorithm = Literal["ring", "hierarchical", "tree", "nccl", "nccl_fitted"]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ against the :class:`Link`-based functions.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,6 +29,7 @@ from lbsim.network.collectives import (
     ALGORITHMS,
     Algorithm,
     Link,
+    NetworkAlgorithm,
     _ring_over,
     bytes_per_s,
     fill_s,
@@ -36,6 +37,7 @@ from lbsim.network.collectives import (
     tree_depth,
     tree_path,
 )
+from lbsim.network.nccl import NcclFigures, allreduce_time_s
 
 if TYPE_CHECKING:
     from lbsim.workers import WorkerSpec
@@ -85,9 +87,21 @@ class Topology:
 
 
 class AllReducePlan:
-    """All-reduce durations on one topology, vectorised over nodes (same result as ``allreduce_s``)."""
+    """All-reduce durations on one topology, vectorised over nodes (same result as ``allreduce_s``).
 
-    def __init__(self, topology: Topology, algorithm: Algorithm = "ring", chunk_share: float = 0.0) -> None:
+    ``algorithm="nccl_fitted"`` times every call with NCCL's fitted cost model instead
+    (:mod:`lbsim.network.nccl`): ``nccl`` builds its figures from the bus bandwidths (intra, inter)
+    in bytes/s, the slowest node's links slowed by its network contention."""
+
+    def __init__(self, topology: Topology, algorithm: NetworkAlgorithm = "ring", chunk_share: float = 0.0,
+                 nccl: Callable[[float, float], NcclFigures] | None = None) -> None:
+        self.nccl = nccl
+        if algorithm == "nccl_fitted":
+            if nccl is None:
+                raise ValueError("algorithm nccl_fitted needs the nccl figures")
+            algorithm = "ring"  # the arrays below are prepared as for the ring; duration_s uses the NCCL model
+        elif nccl is not None:
+            raise ValueError(f"nccl figures are for algorithm nccl_fitted, not {algorithm}")
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown all-reduce algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
         if not 0.0 <= chunk_share <= 1.0:
@@ -133,6 +147,10 @@ class AllReducePlan:
         if self.n <= 1:
             return 0.0
         nf = self._node_factors(np.asarray(worker_factors, dtype=np.float64))
+        if self.nccl is not None:
+            inter = float((self.nic_bw / nf).min())
+            intra = float((self.intra_bw / nf[self.multi]).min()) if self.multi.size else inter
+            return allreduce_time_s(self.nccl(intra, inter), self.n, self.nodes, gradient_bytes, self.max_size)
         phi = self.chunk_share
         if self.algorithm == "ring":
             bw = self.hop_bw / nf[self.hop_node]

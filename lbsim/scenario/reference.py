@@ -9,6 +9,7 @@ from __future__ import annotations
 from lbsim.contention.config import contention_configs
 from lbsim.fields import help_rows
 from lbsim.scenario.data import DataConfig, DataPlacement, StorageNode
+from lbsim.scenario.nccl_section import NcclModel, NcclProtocol
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import Cluster, Overlap, WorkerGroup, Workload, network_configs
 from lbsim.schemes.registry import scheme_configs, scheme_summary
@@ -98,6 +99,10 @@ def reference_markdown() -> str:
                 lines += [doc, ""]
             rows = help_rows(cls, prefix)
             lines += _table(rows) if rows else ["(no parameters)", ""]
+            if name == "ring_allreduce":
+                lines += ["#### `network.nccl` (algorithm `nccl_fitted`)", "", (NcclModel.__doc__ or "").strip(), ""]
+                lines += _table(help_rows(NcclModel, "network.nccl."))
+                lines += _table(help_rows(NcclProtocol, "network.nccl.{LL,LL128,Simple}."))
     return "\n".join(lines).rstrip() + "\n"
 
 

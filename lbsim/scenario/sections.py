@@ -17,7 +17,8 @@ from typing import ClassVar
 
 from lbsim.errors import InputError
 from lbsim.fields import param
-from lbsim.network.collectives import Algorithm
+from lbsim.network.collectives import NetworkAlgorithm
+from lbsim.scenario.nccl_section import NcclModel
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,22 @@ class AllReduceConfig:
     alpha_s: float = param(0.00005, "per-step latency alpha of an inter-node hop (groups may override: nic_latency_s)", ge=0)
     bandwidth_gbps: float | None = param(None, "every node's NIC bandwidth (null: each group's own; the ring runs at its "
                                                "slowest hop)", gt=0)
-    algorithm: Algorithm = param(
+    algorithm: NetworkAlgorithm = param(
         "ring", "ring: one flat ring over all workers; hierarchical: intra-node reduce-scatter, ring across nodes, "
                 "intra-node all-gather; tree: NCCL's pipelined tree (chains in nodes, double binary tree across); "
-                "nccl: ring on <= 2 nodes, tree on more (lbsim/network/collectives.py)")
+                "nccl: ring on <= 2 nodes, tree on more (lbsim/network/collectives.py); nccl_fitted: NCCL's own "
+                "cost model with the figures of `nccl` (ring / tree x LL / LL128 / Simple; lbsim/network/nccl.py)")
     chunk_share: float = param(
         0.0, "pipeline fill: NCCL's chunk as a share of one all-reduce call (0: perfect pipelining; "
              "1: store-and-forward; NCCL 512 KiB / DDP 25 MiB bucket = 0.02)", ge=0, le=1)
+    nccl: NcclModel | None = param(None, "algorithm nccl_fitted only: the figures `lbsim calibrate-nccl` fits; the "
+                                         "links' bandwidths are its bus bandwidths (NIC: across nodes, intra: inside)")
+
+    def check(self) -> None:
+        if self.algorithm == "nccl_fitted" and self.nccl is None:
+            raise InputError("nccl", "algorithm nccl_fitted needs the `nccl` figures (`lbsim calibrate-nccl` writes them)")
+        if self.nccl is not None and self.algorithm != "nccl_fitted":
+            raise InputError("nccl", f"the `nccl` figures are used by algorithm nccl_fitted only, not {self.algorithm}")
 
 
 def network_configs() -> dict[str, type]:
