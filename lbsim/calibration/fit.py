@@ -59,6 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lbsim.calibration.compute import ComputeCurve, fit_compute_curve
+from lbsim.calibration.interval import FitDomain, Interval
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.model import LinkFigures, steps_s
 from lbsim.errors import InputError
@@ -143,6 +144,8 @@ class Calibration:
     residuals: dict[str, float]  # per algorithm: the fit's root-mean-square log error
     slowdown_from_sync: bool
     noise: NoiseChoice | None = None  # how the noise term was kept or dropped (lbsim.calibration.select)
+    interval: Interval | None = None  # leave-one-placement-out band (lbsim.calibration.interval)
+    domain: FitDomain | None = None  # what the fit placements exercised: extrapolation flags
 
 
 def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 60) -> float:

@@ -4,7 +4,9 @@ Keys (``docs/scenarios.md``): per worker group ``compute_curve`` (with ``t0_s``/
 for the schemes' sizing), ``bandwidth_gbps`` + ``nic_latency_s`` (the node's NIC),
 ``intra_bandwidth_gbps`` + ``intra_latency_s`` (a hop inside the node), ``shared_node_slowdown``,
 ``jitter_cv`` (only when the compute noise is not 0);
-``workload.overlap`` and ``workload.gradient_bytes``; ``network.algorithm``. A placement becomes
+``workload.overlap`` and ``workload.gradient_bytes``; ``network.algorithm``; ``calibration`` (the fit
+placements, the fit domain and the interval: :mod:`lbsim.scenario.calibration_config`, in ``fit.yaml``
+only). A placement becomes
 one group per node (``count = workers_per_node = g_k``), so ``1212`` is four groups.
 
 Without noise every iteration of a BSP run is the same, so :data:`UPDATES` = 3 iterations give the
@@ -63,7 +65,20 @@ def fit_data(cal: Calibration, instance: str, max_batch: int) -> dict[str, Any]:
         "cluster": {"groups": [{"instance": instance, **group_figures(cal, max_batch)}]},
         "network": {"name": "ring_allreduce", "alpha_s": _g(f.nic_latency_s), "algorithm": f.algorithm,
                     "chunk_share": _g(f.chunk_share)},
+        **({"calibration": calibration_data(cal)} if cal.domain is not None else {}),
     }
+
+
+def calibration_data(cal: Calibration) -> dict[str, Any]:
+    """The ``calibration:`` section (fit placements, domain, interval), for ``lbsim run`` to report."""
+    assert cal.domain is not None
+    out: dict[str, Any] = {"fit_placements": [placement_label(p) for p in cal.fit_placements],
+                           "domain": cal.domain.data()}
+    if cal.interval is not None:
+        iv = cal.interval
+        lo, hi = iv.bounds(1.0)
+        out["interval"] = {"nominal": _g(iv.nominal), "low_factor": _g(lo), "high_factor": _g(hi), "folds": iv.folds}
+    return out
 
 
 def row_scenario(cal: Calibration, instance: str, max_batch: int, placement: tuple[int, ...], local_bsz: int) -> dict[str, Any]:

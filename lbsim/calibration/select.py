@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from lbsim.calibration.fit import Calibration, IntraBounds, NoiseChoice, calibrate_rows, predict_rows
+from lbsim.calibration.interval import NOMINAL, FitDomain, interval_from_folds, leave_one_placement_out
 from lbsim.calibration.measured import Row
 
 AUTO: Literal["auto"] = "auto"
@@ -45,20 +46,25 @@ AUTO: Literal["auto"] = "auto"
 JitterChoice = float | Literal["auto"] | None
 
 
+def fold_residuals(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int,
+                   algorithm: str, jitter_cv: float | None, *, intra_bounds: IntraBounds | None,
+                   chunk_share: float) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    """Each multi-GPU fit placement's ``log(measured / predicted)`` from a fit on the others (docstring)."""
+    def fit_and_predict(others: Sequence[tuple[int, ...]], left: Sequence[Row]) -> np.ndarray:
+        cal = calibrate_rows(rows, others, gradient_bytes, algorithms=(algorithm,), intra_bounds=intra_bounds,
+                             chunk_share=chunk_share, jitter_cv=jitter_cv)
+        return predict_rows(left, cal.curve, cal.figures, gradient_bytes)
+
+    return leave_one_placement_out(rows, fit_placements, fit_and_predict)
+
+
 def cross_validated_error(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int,
                           algorithm: str, jitter_cv: float | None, *, intra_bounds: IntraBounds | None,
                           chunk_share: float) -> tuple[float, float, int]:
     """``(CV, SE, folds)``: each multi-GPU fit placement predicted from a fit on the others (docstring)."""
-    multi = [p for p in fit_placements if sum(p) > 1]
-    fold: list[float] = []
-    for p in multi:
-        rest = [q for q in fit_placements if q != p]
-        cal = calibrate_rows(rows, rest, gradient_bytes, algorithms=(algorithm,), intra_bounds=intra_bounds,
-                             chunk_share=chunk_share, jitter_cv=jitter_cv)
-        left = [r for r in rows if r.placement == p]
-        pred = predict_rows(left, cal.curve, cal.figures, gradient_bytes)
-        fold.append(float(np.mean(np.log(pred / np.array([r.step_time_s for r in left])) ** 2)))
-    e = np.array(fold)
+    folds = fold_residuals(rows, fit_placements, gradient_bytes, algorithm, jitter_cv, intra_bounds=intra_bounds,
+                           chunk_share=chunk_share)
+    e = np.array([float(np.mean(r ** 2)) for _, r in folds])
     se = float(np.std(e, ddof=1) / np.sqrt(e.size)) if e.size > 1 else float("inf")
     return float(np.mean(e)), se, e.size
 
@@ -91,3 +97,17 @@ def calibrate_auto(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]
         progress(1.0)
     choice = NoiseChoice(cv0, cv1, se1, folds, c, cv1 + se1 < cv0)
     return replace(with_ if choice.kept else without, noise=choice)
+
+
+def with_interval(cal: Calibration, rows: Sequence[Row], *, intra_bounds: IntraBounds | None, chunk_share: float,
+                  nominal: float = NOMINAL) -> Calibration:
+    """``cal`` with its leave-one-placement-out interval and fit domain (:mod:`lbsim.calibration.interval`).
+
+    Each fold refits with ``cal``'s algorithm and its compute-noise choice (fitted if ``cal`` kept
+    the noise, else none).
+    """
+    jitter: float | None = None if cal.figures.jitter_cv > 0 else 0.0
+    folds = fold_residuals(rows, cal.fit_placements, cal.gradient_bytes, cal.figures.algorithm, jitter,
+                           intra_bounds=intra_bounds, chunk_share=chunk_share)
+    return replace(cal, interval=interval_from_folds([r for _, r in folds], nominal),
+                   domain=FitDomain.of(rows, cal.fit_placements))
