@@ -17,12 +17,11 @@ import numpy as np
 import pytest
 import yaml
 
-from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE
+from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows
 from lbsim.calibration.interval import FitDomain, interval_from_folds, weighted_quantile
 from lbsim.calibration.measured import Row
 from lbsim.calibration.model import LinkFigures, step_s
 from lbsim.calibration.select import with_interval
-from lbsim.calibration.fit import calibrate_rows
 from lbsim.cli import main
 from lbsim.network.overlap import OverlapParams
 

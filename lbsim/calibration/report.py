@@ -31,8 +31,8 @@ import numpy as np
 from lbsim.calibration import pollux
 from lbsim.calibration.compute import fit_compute_curve
 from lbsim.calibration.error_stats import abs_quantile, coverage, ratio_errors
-from lbsim.calibration.interval import NOMINAL
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
+from lbsim.calibration.interval import NOMINAL
 from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements, role_of
 from lbsim.calibration.model import LinkFigures
 from lbsim.calibration.repeatability import estimate_noise, perfect_model_floor, rows_per_placement
@@ -86,6 +86,7 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
         intra_bandwidth_gbps=inst.intra_bandwidth_gbps or inst.bandwidth_gbps, intra_latency_s=inst.intra_latency_s or 0.0,
         nic_bandwidth_gbps=inst.bandwidth_gbps, nic_latency_s=RingAllReduceConfig().alpha_s,
         shared_node_slowdown=inst.shared_node_slowdown, overlap=OverlapParams(), algorithm="ring",
+        ring_latency="slowest_hop",  # the engines' default: an uncalibrated scenario
     )
     curve = fit_compute_curve([(r.local_bsz, r.step_time_s) for r in rows if r.placement == (1,)])
     pred = predict_rows(rows, curve, fig, gradient_bytes)

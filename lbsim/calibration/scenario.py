@@ -64,7 +64,7 @@ def fit_data(cal: Calibration, instance: str, max_batch: int) -> dict[str, Any]:
                      "overlap": {"hide_share": _g(f.overlap.hide_share), "tail_share": _g(f.overlap.tail_share)}},
         "cluster": {"groups": [{"instance": instance, **group_figures(cal, max_batch)}]},
         "network": {"name": "ring_allreduce", "alpha_s": _g(f.nic_latency_s), "algorithm": f.algorithm,
-                    "chunk_share": _g(f.chunk_share)},
+                    "chunk_share": _g(f.chunk_share), "ring_latency": f.ring_latency},
         **({"calibration": calibration_data(cal)} if cal.domain is not None else {}),
     }
 

@@ -35,6 +35,7 @@ from lbsim.network.collectives import (
     tree_depth,
     tree_path,
 )
+from lbsim.network.ring_latency import RingLatency, path_ring_s, ring_hop_latency_sum
 
 if TYPE_CHECKING:
     from lbsim.scenario.workers import WorkerSpec
@@ -86,7 +87,8 @@ class Topology:
 class AllReducePlan:
     """All-reduce durations on one topology, vectorised over nodes (same result as ``allreduce_s``)."""
 
-    def __init__(self, topology: Topology, algorithm: Algorithm = "ring", chunk_share: float = 0.0) -> None:
+    def __init__(self, topology: Topology, algorithm: Algorithm = "ring", chunk_share: float = 0.0,
+                 ring_latency: RingLatency = "slowest_hop") -> None:
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown all-reduce algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")
         if not 0.0 <= chunk_share <= 1.0:
@@ -114,6 +116,10 @@ class AllReducePlan:
         hop_lat = list(self.intra_lat) + ([x.latency_s for x in topology.nic] if self.nodes >= 2 else [])
         self.hop_lat = np.array(hop_lat, dtype=np.float64)
         self.uniform_lat = len(set(hop_lat)) == 1
+        # ring_latency "path": the hops' latencies summed along the ring (lbsim.network.ring_latency)
+        self.path_ring = ring_latency == "path" and not self.uniform_lat
+        self.ring_lat_sum = ring_hop_latency_sum(topology.node_sizes, [x.latency_s for x in topology.intra],
+                                                 [x.latency_s for x in topology.nic])
         # tree: the path of the d+1 largest nodes (collectives.tree_allreduce_s)
         self.depth = tree_depth(self.nodes)
         path = tree_path(topology.node_sizes)
@@ -137,6 +143,8 @@ class AllReducePlan:
             bw = self.hop_bw / nf[self.hop_node]
             if self.uniform_lat:  # collectives.ring_step_s, classic form
                 t = float(_ring_over(self.n, gradient_bytes, float(bw.min()), float(self.hop_lat[0])))
+            elif self.path_ring:
+                t = path_ring_s(gradient_bytes, self.n, self.ring_lat_sum, float(bw.min()))
             else:
                 t = float(2 * (self.n - 1) * float((self.hop_lat + gradient_bytes / self.n / bw).max()))
             return t + fill_s(2 * (self.n - 1), phi, gradient_bytes, float(bw.min()))

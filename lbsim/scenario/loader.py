@@ -154,7 +154,7 @@ _LATER_DEFAULTS: dict[str, dict[str, Any]] = {
     "workload": {"overlap": None},
     "group": {"workers_per_node": 1, "nic_latency_s": None, "intra_bandwidth_gbps": None, "intra_latency_s": None,
               "shared_node_slowdown": None, "compute_curve": None},
-    "ring_allreduce": {"algorithm": "ring"},
+    "ring_allreduce": {"algorithm": "ring", "ring_latency": "slowest_hop"},
 }
 
 

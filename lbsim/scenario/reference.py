@@ -6,8 +6,8 @@ committed page is current, so the docs cannot drift from the code.
 
 from __future__ import annotations
 
-from lbsim.scenario.contention import contention_configs
 from lbsim.scenario.calibration_config import CalibrationDomain, CalibrationInfo, CalibrationInterval
+from lbsim.scenario.contention import contention_configs
 from lbsim.scenario.data import DataConfig, DataPlacement, StorageNode
 from lbsim.scenario.fields import help_rows
 from lbsim.scenario.schema import Scenario

@@ -110,6 +110,10 @@ class RingAllReduceConfig:
     chunk_share: float = param(
         0.0, "pipeline fill: NCCL's chunk as a share of one all-reduce call (0: perfect pipelining; "
              "1: store-and-forward; NCCL 512 KiB / DDP 25 MiB bucket = 0.02)", ge=0, le=1)
+    ring_latency: Literal["slowest_hop", "path"] = param(
+        "slowest_hop", "how the flat ring pays its hops' latencies: slowest_hop: every step waits for the slowest hop; "
+                       "path: summed along the ring's path, as NCCL's unsynchronised steps do (what `lbsim calibrate` "
+                       "fits; lbsim/network/ring_latency.py)")
 
 
 def network_configs() -> dict[str, type]:
