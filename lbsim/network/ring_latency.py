@@ -17,7 +17,8 @@ each node (``α_nic_k``); on one node the ring closes inside it (``n`` intra hop
   This is NCCL's own cost structure (``src/graph/tuning.cc``: the ring's latency is its intra-node
   steps at the intra-node hop latency plus its inter-node steps at the network's), and it is what
   extrapolates from few GPUs per node to many: adding GPUs to a node adds intra-node hops, not NIC
-  hops (``88`` pays 4 NIC latencies per all-reduce, like ``44``, plus 28 intra-node ones).
+  hops (``88``'s two NIC hops cost ``2 · 15/8`` = 3.75 NIC latencies, ``44``'s 3.5; the slowest-hop
+  form charges 30 and 14).
   With one latency for every hop the two forms are the same number, ``2(n−1)α + 2(n−1)/n · S/B``,
   and both compute it in that classic form.
 
