@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows
 from lbsim.calibration.interval import FitDomain, interval_from_folds, weighted_quantile
@@ -154,3 +156,33 @@ def test_bad_calibration_section_exits_2_naming_the_key(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert "calibration.interval.low_factor" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+_folds = st.lists(st.lists(st.floats(-0.5, 0.5), min_size=1, max_size=6), min_size=2, max_size=6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_folds, st.floats(-0.3, 0.3), st.floats(0.5, 0.95))
+def test_interval_is_ordered_and_moves_with_a_common_shift(folds: list[list[float]], shift: float,
+                                                           nominal: float) -> None:
+    arrays = [np.array(f) for f in folds]
+    iv = interval_from_folds(arrays, nominal)
+    moved = interval_from_folds([a + shift for a in arrays], nominal)
+    assert iv is not None and moved is not None
+    lo, hi = min(float(a.min()) for a in arrays), max(float(a.max()) for a in arrays)
+    assert lo - 1e-12 <= iv.low_log <= iv.high_log <= hi + 1e-12
+    assert moved.low_log == pytest.approx(iv.low_log + shift, abs=1e-9)
+    assert moved.high_log == pytest.approx(iv.high_log + shift, abs=1e-9)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["11", "22", "44"]), st.sampled_from([8, 16]), st.floats(0.1, 2.0)),
+                min_size=2, max_size=12), st.floats(-0.5, 1.0))
+def test_a_common_bias_leaves_every_ratio_exact(rows: list[tuple[str, int, float]], bias: float) -> None:
+    from lbsim.calibration.error_stats import ratio_errors
+
+    labels = [r[0] for r in rows]
+    batches = [r[1] for r in rows]
+    measured = np.array([r[2] for r in rows])
+    r = ratio_errors(labels, batches, measured, np.full(len(rows), bias), np.ones(len(rows), bool))
+    assert np.allclose(r, 0.0, atol=1e-12)
