@@ -117,7 +117,7 @@ def print_summary(cal: Any, preds: Sequence[Prediction], out: Path, floor_text: 
     console.print(table)
     console.print(f"algorithm {f.algorithm}; NIC {f.nic_bandwidth_gbps:.3g} Gbit/s + {f.nic_latency_s:.3g} s; "
                   f"intra {f.intra_bandwidth_gbps:.3g} Gbit/s + {f.intra_latency_s:.3g} s; shared-node slowdown "
-                  f"{f.shared_node_slowdown:.3g}; chunk share {f.chunk_share:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}; "
+                  f"{f.shared_node_slowdown:.3g}; NICs per node {f.nics_per_node}; chunk share {f.chunk_share:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}; "
                   f"compute noise {f.jitter_cv:.3g}")
     if cal.noise is not None:
         console.print(cal.noise.text())

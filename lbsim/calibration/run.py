@@ -92,6 +92,9 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str, 
         f"{'step - sync_time' if cal.slowdown_from_sync else 'the step-time fit'}; all-reduce algorithm "
         f"{f.algorithm} (fit rms log error per algorithm: "
         + ", ".join(f"{a} {v:.4f}" for a, v in cal.residuals.items()) + ").",
+        f"# NICs per node: {f.nics_per_node} (fit rms log error per NIC count: "
+        + ", ".join(f"{n} {v:.4f}" for n, v in cal.nic_residuals) + "; one per node kept unless one per GPU "
+        "fits more than 2 % better).",
         f"# geomean |error| of the fitted model over the fit placements' multi-GPU rows: {cal.fit_error:.2%}.",
         f"# intra-node link bounded by {inst_bounds_text(instance)}; pipeline chunk share {f.chunk_share:.4g} "
         "(not fitted: NCCL/DDP default or --chunk-share).",

@@ -3,7 +3,8 @@
 Keys (``docs/scenarios.md``): per worker group ``compute_curve`` (with ``t0_s``/``samples_per_s``
 for the schemes' sizing), ``bandwidth_gbps`` + ``nic_latency_s`` (the node's NIC),
 ``intra_bandwidth_gbps`` + ``intra_latency_s`` (a hop inside the node), ``shared_node_slowdown``,
-``jitter_cv`` (only when the compute noise is not 0);
+``jitter_cv`` (only when the compute noise is not 0), ``nics_per_node`` (only when one NIC per GPU
+was fitted: ``bandwidth_gbps`` is then each NIC's);
 ``workload.overlap`` and ``workload.gradient_bytes``; ``network.algorithm``; ``calibration`` (the fit
 placements, the fit domain and the interval: :mod:`lbsim.scenario.calibration_config`, in ``fit.yaml``
 only). A placement becomes
@@ -53,6 +54,7 @@ def group_figures(cal: Calibration, max_batch: int) -> dict[str, Any]:
         "intra_latency_s": _g(f.intra_latency_s),
         "shared_node_slowdown": _g(f.shared_node_slowdown),
         **({"jitter_cv": _g(f.jitter_cv)} if f.jitter_cv > 0 else {}),
+        **({"nics_per_node": int(f.nics_per_node)} if f.nics_per_node > 1 else {}),
     }
 
 

@@ -48,11 +48,11 @@ JitterChoice = float | Literal["auto"] | None
 
 def fold_residuals(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int,
                    algorithm: str, jitter_cv: float | None, *, intra_bounds: IntraBounds | None,
-                   chunk_share: float) -> list[tuple[tuple[int, ...], np.ndarray]]:
+                   chunk_share: float, nics_per_node: int = 1) -> list[tuple[tuple[int, ...], np.ndarray]]:
     """Each multi-GPU fit placement's ``log(measured / predicted)`` from a fit on the others (docstring)."""
     def fit_and_predict(others: Sequence[tuple[int, ...]], left: Sequence[Row]) -> np.ndarray:
         cal = calibrate_rows(rows, others, gradient_bytes, algorithms=(algorithm,), intra_bounds=intra_bounds,
-                             chunk_share=chunk_share, jitter_cv=jitter_cv)
+                             chunk_share=chunk_share, jitter_cv=jitter_cv, nic_counts=(nics_per_node,))
         return predict_rows(left, cal.curve, cal.figures, gradient_bytes)
 
     return leave_one_placement_out(rows, fit_placements, fit_and_predict)
@@ -60,10 +60,10 @@ def fold_residuals(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]
 
 def cross_validated_error(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int,
                           algorithm: str, jitter_cv: float | None, *, intra_bounds: IntraBounds | None,
-                          chunk_share: float) -> tuple[float, float, int]:
+                          chunk_share: float, nics_per_node: int = 1) -> tuple[float, float, int]:
     """``(CV, SE, folds)``: each multi-GPU fit placement predicted from a fit on the others (docstring)."""
     folds = fold_residuals(rows, fit_placements, gradient_bytes, algorithm, jitter_cv, intra_bounds=intra_bounds,
-                           chunk_share=chunk_share)
+                           chunk_share=chunk_share, nics_per_node=nics_per_node)
     e = np.array([float(np.mean(r ** 2)) for _, r in folds])
     se = float(np.std(e, ddof=1) / np.sqrt(e.size)) if e.size > 1 else float("inf")
     return float(np.mean(e)), se, e.size
@@ -88,11 +88,13 @@ def calibrate_auto(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]
             progress(1.0)
         return out
     cv0, _, folds = cross_validated_error(rows, fit_placements, gradient_bytes, without.figures.algorithm, 0.0,
-                                       intra_bounds=intra_bounds, chunk_share=chunk_share)
+                                          intra_bounds=intra_bounds, chunk_share=chunk_share,
+                                          nics_per_node=without.figures.nics_per_node)
     if progress is not None:
         progress(0.7)
     cv1, se1, _ = cross_validated_error(rows, fit_placements, gradient_bytes, with_.figures.algorithm, None,
-                                   intra_bounds=intra_bounds, chunk_share=chunk_share)
+                                        intra_bounds=intra_bounds, chunk_share=chunk_share,
+                                        nics_per_node=with_.figures.nics_per_node)
     if progress is not None:
         progress(1.0)
     choice = NoiseChoice(cv0, cv1, se1, folds, c, cv1 + se1 < cv0)
@@ -108,6 +110,6 @@ def with_interval(cal: Calibration, rows: Sequence[Row], *, intra_bounds: IntraB
     """
     jitter: float | None = None if cal.figures.jitter_cv > 0 else 0.0
     folds = fold_residuals(rows, cal.fit_placements, cal.gradient_bytes, cal.figures.algorithm, jitter,
-                           intra_bounds=intra_bounds, chunk_share=chunk_share)
+                           intra_bounds=intra_bounds, chunk_share=chunk_share, nics_per_node=cal.figures.nics_per_node)
     return replace(cal, interval=interval_from_folds([r for _, r in folds], nominal),
                    domain=FitDomain.of(rows, cal.fit_placements))

@@ -153,7 +153,7 @@ def scenario_data(scenario: Scenario) -> dict[str, Any]:
 _LATER_DEFAULTS: dict[str, dict[str, Any]] = {
     "workload": {"overlap": None},
     "group": {"workers_per_node": 1, "nic_latency_s": None, "intra_bandwidth_gbps": None, "intra_latency_s": None,
-              "shared_node_slowdown": None, "compute_curve": None},
+              "shared_node_slowdown": None, "compute_curve": None, "nics_per_node": 1},
     "ring_allreduce": {"algorithm": "ring", "ring_latency": "slowest_hop"},
 }
 

@@ -61,6 +61,10 @@ class WorkerGroup:
     intra_latency_s: float | None = param(None, "override: per-hop latency inside a node", ge=0)
     shared_node_slowdown: float | None = param(None, "override: compute slowdown per extra worker on a node, "
                                                      "t x (1 + s (k - 1)) for k workers on the node", ge=0)
+    nics_per_node: int = param(1, "NICs per node, one beside each GPU up to this count: a node of k workers sends "
+                                  "through min(k, nics_per_node) of them, so its inter-node bandwidth is bandwidth_gbps "
+                                  "x that (NCCL runs a channel per NIC near the GPUs in use; 1: one NIC shared by the node)",
+                               gt=0, le=64)
     compute_curve: tuple[tuple[float, ...], ...] | None = param(
         None, "override: tabulated t(b) as [[batch, step_s], ...] (batches increasing), piecewise-linear, "
               "extrapolated linearly beyond the ends (never below 0); replaces t0_s/samples_per_s in the engines")
