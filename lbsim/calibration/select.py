@@ -8,7 +8,7 @@ miss. Whether it is identified is a property of the fit rows, so the fit rows de
 (``lbsim calibrate --jitter-cv auto``, the default):
 
 * two candidate models, M0 (c = 0) and M1 (c fitted), each fitted as :func:`calibrate_rows` does
-  on every fit placement (each picks its own all-reduce algorithm);
+  on every fit placement (each picks its own all-reduce algorithm; M1 keeps M0's NICs per node);
 * **leave one placement out**: for each of the K multi-GPU fit placements ``p`` in turn, each
   candidate is fitted again on the *other* fit placements (with its algorithm from the full fit;
   everything else — the shared-node slowdown, the links, the overlap, c — refitted) and predicts
@@ -78,8 +78,10 @@ def calibrate_auto(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]
 
     without = calibrate_rows(rows, fit_placements, gradient_bytes, jitter_cv=0.0, intra_bounds=intra_bounds,
                              chunk_share=chunk_share, progress=part(0.0, 0.3))
+    # M1 keeps M0's NICs per node (a property of the hardware, picked without the noise term)
     with_ = calibrate_rows(rows, fit_placements, gradient_bytes, jitter_cv=None, intra_bounds=intra_bounds,
-                           chunk_share=chunk_share, progress=part(0.3, 0.6))
+                           chunk_share=chunk_share, nic_counts=(without.figures.nics_per_node,),
+                           progress=part(0.3, 0.6))
     c = with_.figures.jitter_cv
     multi = [p for p in fit_placements if sum(p) > 1]
     if c <= 0.0 or len(multi) < 2:
