@@ -164,7 +164,7 @@ class ParameterServer:
 def allreduce_plan(env: Any, config: RingAllReduceConfig) -> AllReducePlan:
     """The all-reduce over the scenario's nodes and links (``config.bandwidth_gbps`` sets every NIC)."""
     topo = topology_of(env.workers, nic_gbps=config.bandwidth_gbps, nic_latency_s=config.alpha_s)
-    return AllReducePlan(topo, config.algorithm, config.chunk_share, config.ring_latency)
+    return AllReducePlan(topo, config.algorithm, config.chunk_share, ring_latency=config.ring_latency)
 
 
 def ring_allreduce_s(env: Any, plan: AllReducePlan) -> float:
