@@ -78,6 +78,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.quiet:
         summary = outcome.summary
         _table([summary], f"{spec.scenario.name or args.scenario} — {summary['workers']} workers, seed {summary['seed']}")
+        from lbsim.calibration.report_run import calibrated_run_line
+
+        line = calibrated_run_line(spec.scenario, summary)
+        if line is not None:
+            print(line)
         print(f"results in {out}/")
     return 0
 

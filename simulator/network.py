@@ -167,7 +167,7 @@ def allreduce_plan(env: Any, config: AllReduceConfig) -> AllReducePlan:
     """The all-reduce over the scenario's nodes and links (``config.bandwidth_gbps`` sets every NIC)."""
     topo = topology_of(env.workers, nic_gbps=config.bandwidth_gbps, nic_latency_s=config.alpha_s)
     return AllReducePlan(topo, config.algorithm, config.chunk_share,
-                         nccl=config.nccl.figures if config.nccl is not None else None)
+                         nccl=config.nccl.figures if config.nccl is not None else None, ring_latency=config.ring_latency)
 
 
 def ring_allreduce_s(env: Any, plan: AllReducePlan) -> float:

@@ -59,7 +59,7 @@ YAML_CASES = [
     pytest.param(doc() + "seed: 3\n", "duplicate key 'seed'", id="yaml-duplicate-key"),
     pytest.param("- a\n- b\n", "top level must be a mapping", id="yaml-top-level-list"),
     # --- unknown keys, at every level ----------------------------------------------------------
-    pytest.param(doc() + "foo: 1\n", "foo: unknown key; valid keys here: cluster, contention, data, description, name, "
+    pytest.param(doc() + "foo: 1\n", "foo: unknown key; valid keys here: calibration, cluster, contention, data, description, name, "
                  "network, numerics, scheme, seed, workload", id="unknown-top-level"),
     pytest.param(doc(workload="{model: resnet50_imagenet, globl_batch: 96, updates: 2}"),
                  "workload.globl_batch: unknown key (did you mean 'global_batch'?)", id="unknown-workload-key"),

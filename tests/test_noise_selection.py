@@ -84,7 +84,7 @@ def test_cli_default_keeps_supported_noise_and_says_why(tmp_path: Path) -> None:
     with src.open("w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
         w.writerow(["placement", "local_bsz", "step_time", "sync_time"])
-        for r in rows_with(0.06, batches=(8, 64, 512)):
+        for r in rows_with(0.06, batches=(8, 32, 128, 512)):
             w.writerow(["".join(map(str, r.placement)), r.local_bsz, r.step_time_s, r.sync_time_s])
     out = tmp_path / "out"
     assert main(["calibrate", str(src), "--fit-placements", "2,4,11,22,1111", "--gradient-bytes", str(S),

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lbsim.calibration.error_stats import abs_quantile
 from lbsim.calibration.fit import CV_MAX, geomean_abs
 from lbsim.calibration.measured import parse_fit_placements, placement_label, read_measurements
 from lbsim.calibration.repeatability import held_out_floor_text
@@ -92,7 +93,8 @@ def print_summary(cal: Any, preds: Sequence[Prediction], out: Path, floor_text: 
 
     f = cal.figures
     table = Table(title=f"lbsim calibrate: fitted on {','.join(placement_label(p) for p in cal.fit_placements)}")
-    for col in ("rows", "n", "geomean |error|", "worst placement (geomean)"):
+    for col in ("rows", "n", "geomean |error|", "median |error|", "p90 |error|", "in interval",
+                "worst placement (geomean)"):
         table.add_column(col, justify="left" if col == "rows" else "right")
     for role in ("single", "fit", "held_out"):
         sel = [p for p in preds if p.role == role]
@@ -100,7 +102,13 @@ def print_summary(cal: Any, preds: Sequence[Prediction], out: Path, floor_text: 
         for p in sel:
             by_p.setdefault(p.row.label, []).append(p.relative_error)
         worst = max(by_p, key=lambda k: geomean_abs(by_p[k])) if by_p else None
-        table.add_row(role, str(len(sel)), f"{geomean_abs([p.relative_error for p in sel]):.1%}" if sel else "—",
+        errs = [p.relative_error for p in sel]
+        inside = [p for p in sel if p.low_s is not None and p.high_s is not None]
+        cover = (sum(p.low_s <= p.row.step_time_s <= p.high_s for p in inside)  # type: ignore[operator]
+                 / len(inside)) if inside else None
+        table.add_row(role, str(len(sel)), f"{geomean_abs(errs):.1%}" if sel else "—",
+                      f"{abs_quantile(errs, 0.5):.1%}" if sel else "—", f"{abs_quantile(errs, 0.9):.1%}" if sel else "—",
+                      f"{cover:.1%}" if cover is not None else "—",
                       f"{worst} ({geomean_abs(by_p[worst]):.1%})" if worst else "—")
     from lbsim.tables import console as make_console
     from lbsim.tables import table_width
@@ -109,10 +117,19 @@ def print_summary(cal: Any, preds: Sequence[Prediction], out: Path, floor_text: 
     console.print(table)
     console.print(f"algorithm {f.algorithm}; NIC {f.nic_bandwidth_gbps:.3g} Gbit/s + {f.nic_latency_s:.3g} s; "
                   f"intra {f.intra_bandwidth_gbps:.3g} Gbit/s + {f.intra_latency_s:.3g} s; shared-node slowdown "
-                  f"{f.shared_node_slowdown:.3g}; chunk share {f.chunk_share:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}; "
+                  f"{f.shared_node_slowdown:.3g}; NICs per node {f.nics_per_node}; chunk share {f.chunk_share:.3g}; overlap hide {f.overlap.hide_share:.3g}, tail {f.overlap.tail_share:.3g}; "
                   f"compute noise {f.jitter_cv:.3g}")
     if cal.noise is not None:
         console.print(cal.noise.text())
     if floor_text is not None:
         console.print(floor_text)
+    if cal.interval is not None:
+        console.print(cal.interval.text())
+    flagged: dict[str, int] = {}
+    for p in preds:
+        for reason in p.extrapolates:
+            flagged[reason] = flagged.get(reason, 0) + 1
+    if flagged:
+        console.print(f"{sum(1 for p in preds if p.extrapolates)} of {len(preds)} rows extrapolate beyond the fit "
+                      f"placements ({', '.join(f'{k} {v}' for k, v in flagged.items())}): column extrapolates")
     console.print(f"wrote {out / 'fit.yaml'} and {out / 'predictions.csv'}")

@@ -12,7 +12,16 @@
    :data:`lbsim.network.collectives.ALGORITHMS`, from a few fixed starting points; the algorithm
    with the smallest residual is kept — or the first listed (``nccl``: NCCL's own rule, then the
    others) whose residual is within 2 % of it, as fit placements often cannot tell two forms
-   apart — so the collective is picked by the data. Bandwidths and latencies are fitted in log
+   apart — so the collective is picked by the data.
+
+   **NICs per node** are picked the same way, before the algorithm: one NIC per node, shared by
+   its GPUs (Ethernet nodes: the node's inter-node bandwidth is one figure whatever GPUs it uses),
+   or one NIC beside each GPU (InfiniBand HGX/DGX nodes, where NCCL runs a channel per NIC: a
+   node of ``g`` GPUs sends through ``g`` NICs, its bandwidth ``g · B_nic``), tried when a
+   multi-node fit placement has a node of two or more GPUs (``44`` beside ``11`` tells them
+   apart). One per node is kept unless one per GPU fits more than 2 % better. This is what
+   carries a fit on ``11`` and ``44`` to ``88``: with one NIC per GPU, ``88`` has twice ``44``'s
+   inter-node bandwidth; with one per node, the same. Bandwidths and latencies are fitted in log
    space (positive, scale-free).
 
    **Physical bounds on the intra-node link** (:class:`IntraBounds`, from the catalog instance,
@@ -59,6 +68,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lbsim.calibration.compute import ComputeCurve, fit_compute_curve
+from lbsim.calibration.interval import FitDomain, Interval
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.model import LinkFigures, steps_s
 from lbsim.errors import InputError
@@ -74,6 +84,7 @@ LATENCY_BOUNDS = (-9.0, 0.0)  # log10 s
 PREFERENCE = ("nccl", "ring", "tree", "hierarchical")
 FIT_ORDER = tuple(a for a in PREFERENCE if a in ALGORITHMS) + tuple(a for a in ALGORITHMS if a not in PREFERENCE)
 PREFER_WITHIN = 0.02  # an algorithm listed earlier is kept if its residual is within 2 % of the best
+PREFER_ABS = 1e-6  # ... or within this rms log error of it (a millionth: forms that both fit exactly are a tie)
 # NCCL pipeline step (4 MiB buffer / 8 steps) over a PyTorch DDP bucket (25 MiB): docstring step 4
 DEFAULT_CHUNK_SHARE = (4 * 2**20 / 8) / (25 * 2**20)
 # an NCCL hop inside a node costs microseconds per call; a gradient is ~S / 25 MiB calls
@@ -140,9 +151,12 @@ class Calibration:
     gradient_bytes: int
     fit_placements: tuple[tuple[int, ...], ...]
     fit_error: float  # geomean |relative error| of the model over the multi-GPU fit rows
-    residuals: dict[str, float]  # per algorithm: the fit's root-mean-square log error
+    residuals: dict[str, float]  # per algorithm: the fit's root-mean-square log error (with the chosen NICs)
     slowdown_from_sync: bool
     noise: NoiseChoice | None = None  # how the noise term was kept or dropped (lbsim.calibration.select)
+    interval: Interval | None = None  # leave-one-placement-out band (lbsim.calibration.interval)
+    domain: FitDomain | None = None  # what the fit placements exercised: extrapolation flags
+    nic_residuals: tuple[tuple[int, float], ...] = ()  # per NIC count tried: the best algorithm's residual
 
 
 def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 60) -> float:
@@ -174,7 +188,7 @@ def slowdown_from_sync(rows: Sequence[Row], curve: ComputeCurve) -> float | None
 
 
 def _figures(x: np.ndarray, slowdown: float | None, algorithm: str, chunk_share: float,
-             jitter_cv: float | None) -> LinkFigures:
+             jitter_cv: float | None, nics_per_node: int = 1) -> LinkFigures:
     i = 6
     cv = jitter_cv
     if cv is None:
@@ -184,7 +198,7 @@ def _figures(x: np.ndarray, slowdown: float | None, algorithm: str, chunk_share:
         intra_bandwidth_gbps=float(10 ** x[0]), intra_latency_s=float(10 ** x[1]),
         nic_bandwidth_gbps=float(10 ** x[2]), nic_latency_s=float(10 ** x[3]),
         shared_node_slowdown=s, overlap=OverlapParams(float(x[4]), float(x[5])), algorithm=algorithm,
-        chunk_share=chunk_share, jitter_cv=cv,
+        chunk_share=chunk_share, jitter_cv=cv, nics_per_node=nics_per_node,
     )
 
 
@@ -227,11 +241,13 @@ def calibrate_rows(
     intra_bounds: IntraBounds | None = None,
     chunk_share: float = DEFAULT_CHUNK_SHARE,
     jitter_cv: float | None = 0.0,
+    nic_counts: Sequence[int] | None = None,
     progress: Callable[[float], None] | None = None,
 ) -> Calibration:
     """Fit t(b), then the links, overlap and collective from the fit placements' rows only.
 
     ``jitter_cv``: the replicas' compute noise — a fixed value (default 0: none), or None to fit it.
+    ``nic_counts``: the NICs-per-node forms to try (None: :func:`nic_candidates`, module docstring step 3).
     """
     from scipy.optimize import least_squares  # bounded trust-region least squares
 
@@ -266,36 +282,50 @@ def calibrate_rows(
     if slowdown is None:
         lo, hi, x_extra = [*lo, 0.0], [*hi, 1.0], [*x_extra, 0.05]
 
-    fitted: dict[str, LinkFigures] = {}
-    residuals: dict[str, float] = {}
-    total = len(algorithms) * len(STARTS)
+    nics_tried = tuple(nic_counts) if nic_counts is not None else nic_candidates(rows, fit_placements)
+    fitted: dict[tuple[int, str], LinkFigures] = {}
+    residuals: dict[tuple[int, str], float] = {}
+    total = len(nics_tried) * len(algorithms) * len(STARTS)
     done = 0
-    for algorithm in algorithms:
-        def resid(x: np.ndarray, algorithm: str = algorithm) -> np.ndarray:
-            fig = _figures(x, slowdown, algorithm, chunk_share, jitter_cv)
-            return np.log(_predict(placements, t_fit, fig, gradient_bytes)) - y
+    for nics in nics_tried:
+        for algorithm in algorithms:
+            def resid(x: np.ndarray, algorithm: str = algorithm, nics: int = nics) -> np.ndarray:
+                fig = _figures(x, slowdown, algorithm, chunk_share, jitter_cv, nics)
+                return np.log(_predict(placements, t_fit, fig, gradient_bytes)) - y
 
-        algo_best: tuple[float, LinkFigures] | None = None
-        for start in STARTS:
-            x0 = np.clip(np.array([*start, *x_extra]), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
-            res = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, max_nfev=400)
-            cost = float(np.sqrt(np.mean(res.fun ** 2)))
-            if algo_best is None or cost < algo_best[0] - 1e-12:
-                algo_best = (cost, _figures(res.x, slowdown, algorithm, chunk_share, jitter_cv))
-            done += 1
-            if progress is not None:
-                progress(done / total)
-        assert algo_best is not None
-        residuals[algorithm] = algo_best[0]
-        fitted[algorithm] = algo_best[1]
+            algo_best: tuple[float, LinkFigures] | None = None
+            for start in STARTS:
+                x0 = np.clip(np.array([*start, *x_extra]), np.array(lo) + 1e-9, np.array(hi) - 1e-9)
+                res = least_squares(resid, x0, bounds=(lo, hi), x_scale=1.0, max_nfev=400)
+                cost = float(np.sqrt(np.mean(res.fun ** 2)))
+                if algo_best is None or cost < algo_best[0] - 1e-12:
+                    algo_best = (cost, _figures(res.x, slowdown, algorithm, chunk_share, jitter_cv, nics))
+                done += 1
+                if progress is not None:
+                    progress(done / total)
+            assert algo_best is not None
+            residuals[(nics, algorithm)] = algo_best[0]
+            fitted[(nics, algorithm)] = algo_best[1]
     best_cost = min(residuals.values())
-    # the first listed algorithm whose fit is within PREFER_WITHIN of the best: NCCL's own rule unless
-    # the fit rows clearly say otherwise (fit placements often cannot tell two forms apart)
-    chosen = next(a for a in algorithms if residuals[a] <= best_cost * (1.0 + PREFER_WITHIN))
+    # the first listed form whose fit is within PREFER_WITHIN of the best: one NIC per node before one per
+    # GPU, NCCL's own rule before the other algorithms, unless the fit rows clearly say otherwise (fit
+    # placements often cannot tell two forms apart)
+    chosen = next(k for k in residuals if residuals[k] <= best_cost * (1.0 + PREFER_WITHIN) + PREFER_ABS)
     figures = fitted[chosen]
     pred = predict_rows(fit_rows, curve, figures, gradient_bytes)
     fit_error = geomean_abs(pred / np.exp(y) - 1.0)
-    return Calibration(curve, figures, gradient_bytes, tuple(fit_placements), fit_error, residuals, s_sync is not None)
+    by_algorithm = {a: residuals[(chosen[0], a)] for a in algorithms}
+    by_nics = tuple((n, min(v for (m, _), v in residuals.items() if m == n)) for n in nics_tried)
+    return Calibration(curve, figures, gradient_bytes, tuple(fit_placements), fit_error, by_algorithm,
+                       s_sync is not None, nic_residuals=by_nics)
+
+
+def nic_candidates(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    """NICs per node to try (module docstring, step 3): one per node, and one per GPU (as many as the
+    largest fit node) when a multi-node fit placement has a node of two or more GPUs to tell them apart."""
+    biggest = max(max(p) for p in fit_placements)
+    tells = any(len(p) > 1 and max(p) > 1 for p in fit_placements)
+    return (1, biggest) if biggest > 1 and tells else (1,)
 
 
 def geomean_abs(errors: Sequence[float] | np.ndarray) -> float:

@@ -4,7 +4,7 @@ For a placement (``g_k`` GPUs on node ``k``), per-GPU batch ``b`` and gradient `
 
     t_k     = t(b) · node_compute_factor(g_k, s)          # lbsim.network.overlap
     t       = max_k t_k                                   # the barrier waits for the slowest node
-    c       = allreduce_s(S, g, intra, inter, algorithm, φ)  # lbsim.network.collectives
+    c       = allreduce_s(S, g, intra, inter, algorithm, φ)  # lbsim.network.collectives, ring latency 'path'
     step(b) = t + exposed_comm_s(c, t, overlap)
 
 and, with compute noise ``jitter_cv`` > 0 (every worker's compute lognormal around its mean, as the
@@ -26,6 +26,7 @@ import numpy as np
 from lbsim.network.collectives import Link, allreduce_s, bytes_per_s
 from lbsim.network.overlap import OverlapParams, exposed_comm_s, node_compute_factor
 from lbsim.network.replica_wait import MaxDistribution, expected_step_s, max_distribution
+from lbsim.network.ring_latency import RingLatency
 
 
 @dataclass(frozen=True)
@@ -41,18 +42,21 @@ class LinkFigures:
     algorithm: str
     chunk_share: float = 0.0  # pipeline fill: chunk / call size (lbsim.network.collectives)
     jitter_cv: float = 0.0  # per-iteration compute noise (CV of a lognormal factor): the replicas' wait
+    ring_latency: RingLatency = "path"  # how the flat ring pays its hops' latencies (lbsim.network.ring_latency)
+    nics_per_node: int = 1  # a node of g GPUs sends through min(g, nics_per_node) NICs of nic_bandwidth_gbps each
 
-    def links(self, nodes: int) -> tuple[list[Link], list[Link]]:
+    def links(self, placement: Sequence[int]) -> tuple[list[Link], list[Link]]:
         intra = Link(bytes_per_s(self.intra_bandwidth_gbps), self.intra_latency_s)
-        nic = Link(bytes_per_s(self.nic_bandwidth_gbps), self.nic_latency_s)
-        return [intra] * nodes, [nic] * nodes
+        nics = [Link(bytes_per_s(self.nic_bandwidth_gbps * min(g, self.nics_per_node)), self.nic_latency_s)
+                for g in placement]
+        return [intra] * len(placement), nics
 
 
 def comm_s(placement: Sequence[int], gradient_bytes: float, fig: LinkFigures) -> float:
     """One all-reduce of ``gradient_bytes`` over ``placement`` (GPUs per node)."""
-    intra, inter = fig.links(len(placement))
+    intra, inter = fig.links(placement)
     return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm,  # type: ignore[arg-type]
-                       chunk_share=fig.chunk_share)
+                       chunk_share=fig.chunk_share, ring_latency=fig.ring_latency)
 
 
 def wait_distribution(placement: Sequence[int], fig: LinkFigures) -> MaxDistribution | None:

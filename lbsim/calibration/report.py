@@ -33,12 +33,14 @@ from lbsim.calibration import pollux
 from lbsim.calibration.command import add_arguments
 from lbsim.calibration.command import run as calibrate
 from lbsim.calibration.compute import fit_compute_curve
+from lbsim.calibration.error_stats import abs_quantile, coverage, ratio_errors
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
+from lbsim.calibration.interval import NOMINAL
 from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements, role_of
 from lbsim.calibration.model import LinkFigures
 from lbsim.calibration.repeatability import estimate_noise, perfect_model_floor, rows_per_placement
 from lbsim.calibration.run import check_instance
-from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto
+from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto, with_interval
 from lbsim.lifecycle.engines import default_engine
 from lbsim.network.overlap import OverlapParams
 from lbsim.scenario import catalog
@@ -65,6 +67,21 @@ class ModelResult:
     pollux: np.ndarray
     catalog: np.ndarray
     fit_text: str
+    low: np.ndarray | None = None  # the interval of each row (NaN: none); None: not read
+    high: np.ndarray | None = None
+    extrapolates: tuple[str, ...] = ()  # per row: why it extrapolates ("" inside the fit domain)
+
+    def measured(self) -> np.ndarray:
+        return np.array([r.step_time_s for r in self.rows])
+
+    def ratio(self, errors: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        return ratio_errors([r.label for r in self.rows], [r.local_bsz for r in self.rows], self.measured(),
+                            errors, mask)
+
+    def covered(self, mask: np.ndarray) -> float:
+        if self.low is None or self.high is None:
+            return float("nan")
+        return coverage(self.measured()[mask], self.low[mask], self.high[mask])
 
 
 def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
@@ -73,6 +90,7 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
         intra_bandwidth_gbps=inst.intra_bandwidth_gbps or inst.bandwidth_gbps, intra_latency_s=inst.intra_latency_s or 0.0,
         nic_bandwidth_gbps=inst.bandwidth_gbps, nic_latency_s=AllReduceConfig().alpha_s,
         shared_node_slowdown=inst.shared_node_slowdown, overlap=OverlapParams(), algorithm="ring",
+        ring_latency="slowest_hop",  # the engines' default: an uncalibrated scenario
     )
     curve = fit_compute_curve([(r.local_bsz, r.step_time_s) for r in rows if r.placement == (1,)])
     pred = predict_rows(rows, curve, fig, gradient_bytes)
@@ -96,10 +114,15 @@ def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = AUTO) -> M
     fit = list(parse_fit_placements(FIT_PLACEMENTS))
     pp = pollux.fit(rows, fit)
     measured = np.array([r.step_time_s for r in rows])
+
+    def col(name: str) -> np.ndarray:
+        return np.array([float(p[name]) if p[name] != "" else float("nan") for p in pred])
+
     return ModelResult(
-        model, rows, [p["role"] for p in pred], np.array([float(p["relative_error"]) for p in pred]),
+        model, rows, [p["role"] for p in pred], col("relative_error"),
         pollux.predict(pp, rows) / measured - 1.0, catalog_errors(rows, gradient_bytes),
-        (dest / "fit.yaml").read_text(encoding="utf-8"),
+        (dest / "fit.yaml").read_text(encoding="utf-8"), col("predicted_low"), col("predicted_high"),
+        tuple(p["extrapolates"] for p in pred),
     )
 
 
@@ -108,24 +131,33 @@ class SubsetResult:
     subset: str
     model: str
     held_geomean: float
+    held_median: float
+    held_p90: float
+    ratio_median: float
+    ratio_p90: float
+    coverage: float  # of the nominal interval, held-out rows
     held_mean: float
     worst: str
     worst_geomean: float
-    over_15: int
     placements: int
     algorithm: str
     jitter_cv: float
 
 
 def held_out_summary(subset: str, model: str, rows: Sequence[Row], err: np.ndarray, algorithm: str,
-                     jitter_cv: float = 0.0) -> SubsetResult:
+                     jitter_cv: float = 0.0, low: np.ndarray | None = None,
+                     high: np.ndarray | None = None) -> SubsetResult:
     fit = set(parse_fit_placements(subset))
     held = np.array([role_of(r, fit) == "held_out" for r in rows])
     labels = np.array([r.label for r in rows])
+    measured = np.array([r.step_time_s for r in rows])
     per = {p: geomean_abs(err[held & (labels == p)]) for p in sorted(set(labels[held]))}
     worst = max(per, key=lambda p: per[p])
-    return SubsetResult(subset, model, geomean_abs(err[held]), float(np.mean(err[held])), worst, per[worst],
-                        sum(v > 0.15 for v in per.values()), len(per), algorithm, jitter_cv)
+    ratio = ratio_errors(list(labels), [r.local_bsz for r in rows], measured, err, held)
+    cov = coverage(measured[held], low[held], high[held]) if low is not None and high is not None else float("nan")
+    return SubsetResult(subset, model, geomean_abs(err[held]), abs_quantile(err[held], 0.5), abs_quantile(err[held], 0.9),
+                        abs_quantile(ratio, 0.5), abs_quantile(ratio, 0.9), cov, float(np.mean(err[held])), worst,
+                        per[worst], len(per), algorithm, jitter_cv)
 
 
 def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS,
@@ -142,18 +174,24 @@ def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS,
             cal = calibrate_auto(rows, fit, gradient_bytes, intra_bounds=bounds, chunk_share=DEFAULT_CHUNK_SHARE)
         else:
             cal = calibrate_rows(rows, fit, gradient_bytes, intra_bounds=bounds, jitter_cv=jitter_cv)
-        err = predict_rows(rows, cal.curve, cal.figures, gradient_bytes) / measured - 1.0
-        out.append(held_out_summary(subset, model, rows, err, cal.figures.algorithm, cal.figures.jitter_cv))
+        cal = with_interval(cal, rows, intra_bounds=bounds, chunk_share=DEFAULT_CHUNK_SHARE)
+        pred = predict_rows(rows, cal.curve, cal.figures, gradient_bytes)
+        low, high = (pred * np.exp(cal.interval.low_log), pred * np.exp(cal.interval.high_log)) \
+            if cal.interval is not None else (None, None)
+        out.append(held_out_summary(subset, model, rows, pred / measured - 1.0, cal.figures.algorithm,
+                                    cal.figures.jitter_cv, low, high))
     return out
 
 
 def robustness_table(results: Sequence[SubsetResult]) -> list[str]:
-    lines = ["| fit placements | model | bound | held-out geomean % | held-out mean e % | worst held-out placement "
-             "(geomean %) | placements > 15 % | algorithm | compute noise c |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| fit placements | model | bound | held-out geomean % | median \\|e\\| % | p90 \\|e\\| % | ratio \\|e\\| "
+             "median % | ratio \\|e\\| p90 % | interval coverage % | held-out mean e % | worst held-out placement "
+             "(geomean %) | algorithm | compute noise c |", "|" + "---|" * 13]
     for r in results:
-        lines.append(f"| {r.subset} | {r.model} | {_pct(MODELS[r.model][1])} | {_pct(r.held_geomean)} "
-                     f"| {_pct(r.held_mean)} | {r.worst} ({_pct(r.worst_geomean)}) | {r.over_15} of {r.placements} "
-                     f"| {r.algorithm} | {r.jitter_cv:.3g} |")
+        lines.append(f"| {r.subset} | {r.model} | {_pct(MODELS[r.model][1]) if r.model in MODELS else '—'} "
+                     f"| {_pct(r.held_geomean)} | {_pct(r.held_median)} | {_pct(r.held_p90)} | {_pct(r.ratio_median)} "
+                     f"| {_pct(r.ratio_p90)} | {_pct(r.coverage)} | {_pct(r.held_mean)} | {r.worst} "
+                     f"({_pct(r.worst_geomean)}) | {r.algorithm} | {r.jitter_cv:.3g} |")
     return lines
 
 
@@ -168,47 +206,87 @@ def held_out_per_placement(r: ModelResult) -> dict[str, float]:
     return {p: geomean_abs(r.lbsim[held & (labels == p)]) for p in sorted(set(labels[held]))}
 
 
-def summary_table(results: Sequence[ModelResult]) -> list[str]:
-    lines = ["| model | bound | single-GPU max \\|e\\| % | fit geomean % | **held-out geomean %** | held-out mean e % "
-             "| worst held-out placement (geomean %) | placements > 15 % | Pollux held-out % | catalog held-out % |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    pooled: dict[str, list[float]] = {"lbsim": [], "pollux": [], "catalog": []}
+SUMMARY_HEAD = ("| model | bound | single-GPU max \\|e\\| % | fit geomean % | **held-out geomean %** | median \\|e\\| % "
+                "| p90 \\|e\\| % | mean e % | ratio \\|e\\| median % | ratio \\|e\\| p90 % | {nominal} interval coverage % "
+                "| worst held-out placement (geomean %) | Pollux geomean % | Pollux p90 % | Pollux ratio median % "
+                "| catalog geomean % |")
+
+
+def summary_table(results: Sequence[ModelResult], nominal: float = NOMINAL) -> list[str]:
+    """Held-out errors per model and pooled: geomean, median, p90, ratios, coverage (module docstring)."""
+    lines = [SUMMARY_HEAD.format(nominal=f"{nominal:.0%}"), "|" + "---|" * 16]
+    pooled: dict[str, list[np.ndarray]] = {k: [] for k in ("lbsim", "pollux", "catalog", "ratio", "pratio")}
+    cover: list[np.ndarray] = []
     for r in results:
         role = np.array(r.role)
         held, fit, single = role == "held_out", role == "fit", role == "single"
         per = held_out_per_placement(r)
         worst = max(per, key=lambda p: per[p])
-        pooled["lbsim"] += list(r.lbsim[held])
-        pooled["pollux"] += list(r.pollux[held])
-        pooled["catalog"] += list(r.catalog[held])
+        ratio, pratio = r.ratio(r.lbsim, held), r.ratio(r.pollux, held)
+        for k, v in (("lbsim", r.lbsim[held]), ("pollux", r.pollux[held]), ("catalog", r.catalog[held]),
+                     ("ratio", ratio), ("pratio", pratio)):
+            pooled[k].append(v)
+        if r.low is not None and r.high is not None:
+            m = r.measured()[held]
+            cover.append((r.low[held] <= m) & (m <= r.high[held]))
         lines.append(
-            f"| {r.model} | {_pct(MODELS[r.model][1])} | {_pct(float(np.max(np.abs(r.lbsim[single]))))} "
+            f"| {r.model} | {_pct(MODELS[r.model][1]) if r.model in MODELS else '—'} "
+            f"| {_pct(float(np.max(np.abs(r.lbsim[single]))) if single.any() else float('nan'))} "
             f"| {_pct(geomean_abs(r.lbsim[fit]))} | **{_pct(geomean_abs(r.lbsim[held]))}** "
-            f"| {_pct(float(np.mean(r.lbsim[held])))} | {worst} ({_pct(per[worst])}) "
-            f"| {sum(v > 0.15 for v in per.values())} of {len(per)} | {_pct(geomean_abs(r.pollux[held]))} "
+            f"| {_pct(abs_quantile(r.lbsim[held], 0.5))} | {_pct(abs_quantile(r.lbsim[held], 0.9))} "
+            f"| {_pct(float(np.mean(r.lbsim[held])))} | {_pct(abs_quantile(ratio, 0.5))} | {_pct(abs_quantile(ratio, 0.9))} "
+            f"| {_pct(r.covered(held))} | {worst} ({_pct(per[worst])}) | {_pct(geomean_abs(r.pollux[held]))} "
+            f"| {_pct(abs_quantile(r.pollux[held], 0.9))} | {_pct(abs_quantile(pratio, 0.5))} "
             f"| {_pct(geomean_abs(r.catalog[held]))} |")
-    lines.append(f"| pooled | | | | **{_pct(geomean_abs(pooled['lbsim']))}** | | | | "
-                 f"{_pct(geomean_abs(pooled['pollux']))} | {_pct(geomean_abs(pooled['catalog']))} |")
+    cat = {k: np.concatenate(v) if v else np.empty(0) for k, v in pooled.items()}
+    cov = float(np.mean(np.concatenate(cover))) if cover else float("nan")
+    lines.append(f"| pooled | | | | **{_pct(geomean_abs(cat['lbsim']))}** | {_pct(abs_quantile(cat['lbsim'], 0.5))} "
+                 f"| {_pct(abs_quantile(cat['lbsim'], 0.9))} | | {_pct(abs_quantile(cat['ratio'], 0.5))} "
+                 f"| {_pct(abs_quantile(cat['ratio'], 0.9))} | {_pct(cov)} | | {_pct(geomean_abs(cat['pollux']))} "
+                 f"| {_pct(abs_quantile(cat['pollux'], 0.9))} | {_pct(abs_quantile(cat['pratio'], 0.5))} "
+                 f"| {_pct(geomean_abs(cat['catalog']))} |")
+    return lines
+
+
+def interval_table(results: Sequence[ModelResult]) -> list[str]:
+    """Each model's interval and its held-out coverage, inside the fit domain and where it extrapolates."""
+    lines = ["| model | interval (x low – x high) | held-out coverage % (rows) | inside the fit domain % (rows) "
+             "| extrapolating % (rows) | by reason: % (rows) |", "|---|---|---|---|---|---|"]
+    for r in results:
+        held = np.array(r.role) == "held_out"
+        ext = np.array([bool(x) for x in r.extrapolates]) if r.extrapolates else np.zeros(len(r.rows), bool)
+        reasons = sorted({k for x in r.extrapolates for k in x.split("+") if k})
+        by = "; ".join(f"{k} {_pct(r.covered(held & np.array([k in x.split('+') for x in r.extrapolates])))} "
+                       f"({int(np.sum(held & np.array([k in x.split('+') for x in r.extrapolates])))})" for k in reasons)
+        band = "—"
+        if r.low is not None and r.high is not None:
+            m = r.measured()
+            pred = m * (1.0 + r.lbsim)
+            ok = np.isfinite(r.low)
+            if ok.any():
+                band = f"x{float(np.median(r.low[ok] / pred[ok])):.3f} – x{float(np.median(r.high[ok] / pred[ok])):.3f}"
+        lines.append(f"| {r.model} | {band} | {_pct(r.covered(held))} ({int(held.sum())}) "
+                     f"| {_pct(r.covered(held & ~ext))} ({int(np.sum(held & ~ext))}) "
+                     f"| {_pct(r.covered(held & ext))} ({int(np.sum(held & ext))}) | {by or '—'} |")
     return lines
 
 
 def repeatability_table(results: Sequence[ModelResult]) -> list[str]:
     """The data's own floor beside lbsim's held-out figures (:mod:`lbsim.calibration.repeatability`)."""
     lines = ["| model | twin pairs | row noise sd % | run offset sd % | perfect model: held-out geomean % "
-             "| perfect model: placements > 15 % (mean; 90 % range; P(none)) | lbsim held-out geomean % "
-             "| lbsim placements > 15 % |", "|---|---|---|---|---|---|---|---|"]
+             "| perfect model: p90 \\|e\\| % | lbsim held-out geomean % | lbsim p90 \\|e\\| % |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results:
         noise = estimate_noise(r.rows)
+        held = np.array(r.role) == "held_out"
         per = held_out_per_placement(r)
-        lbsim_cells = (f"{_pct(geomean_abs(r.lbsim[np.array(r.role) == 'held_out']))} "
-                       f"| {sum(v > 0.15 for v in per.values())} |")
+        lbsim_cells = f"{_pct(geomean_abs(r.lbsim[held]))} | {_pct(abs_quantile(r.lbsim[held], 0.9))} |"
         if noise is None:
             lines.append(f"| {r.model} | 0 | — | — | — | — | {lbsim_cells}")
             continue
         floor = perfect_model_floor(noise, rows_per_placement(r.rows, per))
         lines.append(f"| {r.model} | {noise.pairs} | {_pct(noise.row_sd)} | {_pct(noise.run_sd)} | {_pct(floor.geomean)} "
-                     f"| {floor.over_bound_mean:.2f}; {floor.over_bound_p5}–{floor.over_bound_p95}; "
-                     f"{floor.p_none_over:.2f} | {lbsim_cells}")
+                     f"| {_pct(floor.p90)} | {lbsim_cells}")
     return lines
 
 
@@ -231,6 +309,12 @@ def placement_table(r: ModelResult) -> list[str]:
 def render(results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) -> str:
     out = [MARK, "", "### Summary (held out = every multi-GPU placement not among the fit placements)", ""]
     out += summary_table(results)
+    out += ["", "### Intervals: held-out coverage of the nominal interval", "",
+            "Each prediction's interval is the fit's leave-one-placement-out band (`lbsim.calibration.interval`); "
+            "coverage = the share of held-out rows whose measured time lies inside it. Rows are split by whether "
+            "`predictions.csv` flags them as extrapolating (more nodes, more GPUs per node of their kind, or a "
+            "batch outside the fit rows' range).", ""]
+    out += interval_table(results)
     out += ["", "### Repeatability of the measurements: what a perfect model would show", "",
             "Twin placements (the same cycle of nodes, e.g. `124` and `142`) are one topology measured in two runs; "
             "their differences give the row noise and the run-to-run offset (log sd), and from them the error a "

@@ -4,10 +4,14 @@ The engine is passed in (``simulate_mean_s``: scenario data -> mean iteration ti
 module imports no engine; the CLI hands it the simulator. Every row's ``predicted_step_time`` is
 the mean iteration time of a BSP simulation of that placement and batch with the fitted figures
 (:func:`lbsim.calibration.scenario.row_scenario`); the fit's own formulas only steer the fit.
-Outputs: ``fit.yaml`` (scenario keys, diagnostics as comments) and ``predictions.csv`` (every input
-row, then ``predicted_step_time``, ``relative_error`` = predicted / measured − 1 (positive: lbsim
-too slow) and ``role``: ``single`` (placement 1, fits t(b)), ``fit`` (a fit placement) or
-``held_out``).
+Outputs: ``fit.yaml`` (scenario keys, the ``calibration`` section — the interval and the fit
+domain, which ``lbsim run`` reports — and diagnostics as comments) and ``predictions.csv`` (every
+input row, then ``predicted_step_time``, ``predicted_low`` / ``predicted_high`` (the nominal
+interval, :mod:`lbsim.calibration.interval`; empty when there are fewer than two folds),
+``relative_error`` = predicted / measured − 1 (positive: lbsim too slow), ``role``: ``single``
+(placement 1, fits t(b)), ``fit`` (a fit placement) or ``held_out``, and ``extrapolates``: why
+the row lies outside the fit domain (``nodes``, ``gpus_per_node``, ``batch``, joined by ``+``;
+empty: inside)).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import yaml
 from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, Calibration, calibrate_rows, intra_bounds_for
 from lbsim.calibration.measured import Row, placement_label, role_of
 from lbsim.calibration.scenario import default_instance, fit_data, row_scenario
-from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto
+from lbsim.calibration.select import AUTO, JitterChoice, calibrate_auto, with_interval
 from lbsim.errors import InputError
 from lbsim.metrics.writers import atomic_write_text, write_csv
 from lbsim.scenario import catalog
@@ -35,6 +39,9 @@ class Prediction:
     row: Row
     predicted_s: float
     role: str
+    low_s: float | None = None  # the nominal interval (None: no interval)
+    high_s: float | None = None
+    extrapolates: tuple[str, ...] = ()
 
     @property
     def relative_error(self) -> float:
@@ -67,7 +74,10 @@ def predict(cal: Calibration, rows: Sequence[Row], instance: str, simulate_mean_
         key = (r.placement, r.local_bsz)
         if key not in cache:
             cache[key] = simulate_mean_s(row_scenario(cal, instance, max_batch, r.placement, r.local_bsz))
-        out.append(Prediction(r, cache[key], role_of(r, cal.fit_placements)))
+        pred = cache[key]
+        low, high = cal.interval.bounds(pred) if cal.interval is not None else (None, None)
+        reasons = cal.domain.reasons(r.placement, r.local_bsz) if cal.domain is not None else ()
+        out.append(Prediction(r, pred, role_of(r, cal.fit_placements), low, high, reasons))
         if progress is not None:
             progress((i + 1) / len(rows))
     return out
@@ -82,6 +92,9 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str, 
         f"{'step - sync_time' if cal.slowdown_from_sync else 'the step-time fit'}; all-reduce algorithm "
         f"{f.algorithm} (fit rms log error per algorithm: "
         + ", ".join(f"{a} {v:.4f}" for a, v in cal.residuals.items()) + ").",
+        f"# NICs per node: {f.nics_per_node} (fit rms log error per NIC count: "
+        + ", ".join(f"{n} {v:.4f}" for n, v in cal.nic_residuals) + "; one per node kept unless one per GPU "
+        "fits more than 2 % better).",
         f"# geomean |error| of the fitted model over the fit placements' multi-GPU rows: {cal.fit_error:.2%}.",
         f"# intra-node link bounded by {inst_bounds_text(instance)}; pipeline chunk share {f.chunk_share:.4g} "
         "(not fitted: NCCL/DDP default or --chunk-share).",
@@ -94,6 +107,8 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str, 
         lines.insert(-1, f"# {cal.noise.text()}.")
     if floor_text is not None:
         lines.insert(-1, f"# {floor_text} (lbsim.calibration.repeatability).")
+    if cal.interval is not None:
+        lines.insert(-1, f"# {cal.interval.text()}.")
     if not any(len(p) > 1 for p in cal.fit_placements):
         lines.append("# WARNING: no fit placement spans two nodes: the NIC figures are not informed by the data.")
     if not any(max(p) > 1 for p in cal.fit_placements):
@@ -112,14 +127,15 @@ def write_predictions(path: Path, preds: Sequence[Prediction]) -> None:
     has_sync = any(r.sync_time_s is not None for r in rows)
     extra_cols = [k for k, _ in rows[0].extra] if rows and rows[0].extra else []
     cols = ["placement", "local_bsz", "step_time", *(["sync_time"] if has_sync else []), *extra_cols,
-            "predicted_step_time", "relative_error", "role"]
+            "predicted_step_time", "predicted_low", "predicted_high", "relative_error", "role", "extrapolates"]
     out = []
     for p in preds:
         r = p.row
         extra = dict(r.extra)
         out.append([r.label, r.local_bsz, r.step_time_s, *([r.sync_time_s] if has_sync else []),
                     *(extra.get(k, "") for k in extra_cols), float(f"{p.predicted_s:.9g}"),
-                    float(f"{p.relative_error:.6g}"), p.role])
+                    *("" if x is None else float(f"{x:.9g}") for x in (p.low_s, p.high_s)),
+                    float(f"{p.relative_error:.6g}"), p.role, "+".join(p.extrapolates)])
     write_csv(path, cols, out)
 
 
@@ -147,6 +163,7 @@ def calibrate_to(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]],
     else:
         cal = calibrate_rows(rows, fit_placements, gradient_bytes, intra_bounds=intra_bounds_for(inst),
                              chunk_share=chunk_share, jitter_cv=jitter_cv, progress=part(0.0, 0.3))
+    cal = with_interval(cal, rows, intra_bounds=intra_bounds_for(inst), chunk_share=chunk_share)
     preds = predict(cal, rows, inst, simulate_mean_s, part(0.3, 1.0))
     out.mkdir(parents=True, exist_ok=True)
     max_batch = max(r.local_bsz for r in rows)

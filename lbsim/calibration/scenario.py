@@ -3,8 +3,11 @@
 Keys (``docs/scenarios.md``): per worker group ``compute_curve`` (with ``t0_s``/``samples_per_s``
 for the schemes' sizing), ``bandwidth_gbps`` + ``nic_latency_s`` (the node's NIC),
 ``intra_bandwidth_gbps`` + ``intra_latency_s`` (a hop inside the node), ``shared_node_slowdown``,
-``jitter_cv`` (only when the compute noise is not 0);
-``workload.overlap`` and ``workload.gradient_bytes``; ``network.algorithm``. A placement becomes
+``jitter_cv`` (only when the compute noise is not 0), ``nics_per_node`` (only when one NIC per GPU
+was fitted: ``bandwidth_gbps`` is then each NIC's);
+``workload.overlap`` and ``workload.gradient_bytes``; ``network.algorithm``; ``calibration`` (the fit
+placements, the fit domain and the interval: :mod:`lbsim.scenario.calibration_config`, in ``fit.yaml``
+only). A placement becomes
 one group per node (``count = workers_per_node = g_k``), so ``1212`` is four groups.
 
 Without noise every iteration of a BSP run is the same, so :data:`UPDATES` = 3 iterations give the
@@ -51,6 +54,7 @@ def group_figures(cal: Calibration, max_batch: int) -> dict[str, Any]:
         "intra_latency_s": _g(f.intra_latency_s),
         "shared_node_slowdown": _g(f.shared_node_slowdown),
         **({"jitter_cv": _g(f.jitter_cv)} if f.jitter_cv > 0 else {}),
+        **({"nics_per_node": int(f.nics_per_node)} if f.nics_per_node > 1 else {}),
     }
 
 
@@ -62,8 +66,21 @@ def fit_data(cal: Calibration, instance: str, max_batch: int) -> dict[str, Any]:
                      "overlap": {"hide_share": _g(f.overlap.hide_share), "tail_share": _g(f.overlap.tail_share)}},
         "cluster": {"groups": [{"instance": instance, **group_figures(cal, max_batch)}]},
         "network": {"name": "ring_allreduce", "alpha_s": _g(f.nic_latency_s), "algorithm": f.algorithm,
-                    "chunk_share": _g(f.chunk_share)},
+                    "chunk_share": _g(f.chunk_share), "ring_latency": f.ring_latency},
+        **({"calibration": calibration_data(cal)} if cal.domain is not None else {}),
     }
+
+
+def calibration_data(cal: Calibration) -> dict[str, Any]:
+    """The ``calibration:`` section (fit placements, domain, interval), for ``lbsim run`` to report."""
+    assert cal.domain is not None
+    out: dict[str, Any] = {"fit_placements": [placement_label(p) for p in cal.fit_placements],
+                           "domain": cal.domain.data()}
+    if cal.interval is not None:
+        iv = cal.interval
+        lo, hi = iv.bounds(1.0)
+        out["interval"] = {"nominal": _g(iv.nominal), "low_factor": _g(lo), "high_factor": _g(hi), "folds": iv.folds}
+    return out
 
 
 def row_scenario(cal: Calibration, instance: str, max_batch: int, placement: tuple[int, ...], local_bsz: int) -> dict[str, Any]:

@@ -8,7 +8,7 @@ miss. Whether it is identified is a property of the fit rows, so the fit rows de
 (``lbsim calibrate --jitter-cv auto``, the default):
 
 * two candidate models, M0 (c = 0) and M1 (c fitted), each fitted as :func:`calibrate_rows` does
-  on every fit placement (each picks its own all-reduce algorithm);
+  on every fit placement (each picks its own all-reduce algorithm; M1 keeps M0's NICs per node);
 * **leave one placement out**: for each of the K multi-GPU fit placements ``p`` in turn, each
   candidate is fitted again on the *other* fit placements (with its algorithm from the full fit;
   everything else — the shared-node slowdown, the links, the overlap, c — refitted) and predicts
@@ -38,6 +38,7 @@ from typing import Literal
 import numpy as np
 
 from lbsim.calibration.fit import Calibration, IntraBounds, NoiseChoice, calibrate_rows, predict_rows
+from lbsim.calibration.interval import NOMINAL, FitDomain, interval_from_folds, leave_one_placement_out
 from lbsim.calibration.measured import Row
 
 AUTO: Literal["auto"] = "auto"
@@ -45,20 +46,25 @@ AUTO: Literal["auto"] = "auto"
 JitterChoice = float | Literal["auto"] | None
 
 
+def fold_residuals(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int,
+                   algorithm: str, jitter_cv: float | None, *, intra_bounds: IntraBounds | None,
+                   chunk_share: float, nics_per_node: int = 1) -> list[tuple[tuple[int, ...], np.ndarray]]:
+    """Each multi-GPU fit placement's ``log(measured / predicted)`` from a fit on the others (docstring)."""
+    def fit_and_predict(others: Sequence[tuple[int, ...]], left: Sequence[Row]) -> np.ndarray:
+        cal = calibrate_rows(rows, others, gradient_bytes, algorithms=(algorithm,), intra_bounds=intra_bounds,
+                             chunk_share=chunk_share, jitter_cv=jitter_cv, nic_counts=(nics_per_node,))
+        return predict_rows(left, cal.curve, cal.figures, gradient_bytes)
+
+    return leave_one_placement_out(rows, fit_placements, fit_and_predict)
+
+
 def cross_validated_error(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]], gradient_bytes: int,
                           algorithm: str, jitter_cv: float | None, *, intra_bounds: IntraBounds | None,
-                          chunk_share: float) -> tuple[float, float, int]:
+                          chunk_share: float, nics_per_node: int = 1) -> tuple[float, float, int]:
     """``(CV, SE, folds)``: each multi-GPU fit placement predicted from a fit on the others (docstring)."""
-    multi = [p for p in fit_placements if sum(p) > 1]
-    fold: list[float] = []
-    for p in multi:
-        rest = [q for q in fit_placements if q != p]
-        cal = calibrate_rows(rows, rest, gradient_bytes, algorithms=(algorithm,), intra_bounds=intra_bounds,
-                             chunk_share=chunk_share, jitter_cv=jitter_cv)
-        left = [r for r in rows if r.placement == p]
-        pred = predict_rows(left, cal.curve, cal.figures, gradient_bytes)
-        fold.append(float(np.mean(np.log(pred / np.array([r.step_time_s for r in left])) ** 2)))
-    e = np.array(fold)
+    folds = fold_residuals(rows, fit_placements, gradient_bytes, algorithm, jitter_cv, intra_bounds=intra_bounds,
+                           chunk_share=chunk_share, nics_per_node=nics_per_node)
+    e = np.array([float(np.mean(r ** 2)) for _, r in folds])
     se = float(np.std(e, ddof=1) / np.sqrt(e.size)) if e.size > 1 else float("inf")
     return float(np.mean(e)), se, e.size
 
@@ -72,8 +78,10 @@ def calibrate_auto(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]
 
     without = calibrate_rows(rows, fit_placements, gradient_bytes, jitter_cv=0.0, intra_bounds=intra_bounds,
                              chunk_share=chunk_share, progress=part(0.0, 0.3))
+    # M1 keeps M0's NICs per node (a property of the hardware, picked without the noise term)
     with_ = calibrate_rows(rows, fit_placements, gradient_bytes, jitter_cv=None, intra_bounds=intra_bounds,
-                           chunk_share=chunk_share, progress=part(0.3, 0.6))
+                           chunk_share=chunk_share, nic_counts=(without.figures.nics_per_node,),
+                           progress=part(0.3, 0.6))
     c = with_.figures.jitter_cv
     multi = [p for p in fit_placements if sum(p) > 1]
     if c <= 0.0 or len(multi) < 2:
@@ -82,12 +90,28 @@ def calibrate_auto(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]
             progress(1.0)
         return out
     cv0, _, folds = cross_validated_error(rows, fit_placements, gradient_bytes, without.figures.algorithm, 0.0,
-                                       intra_bounds=intra_bounds, chunk_share=chunk_share)
+                                          intra_bounds=intra_bounds, chunk_share=chunk_share,
+                                          nics_per_node=without.figures.nics_per_node)
     if progress is not None:
         progress(0.7)
     cv1, se1, _ = cross_validated_error(rows, fit_placements, gradient_bytes, with_.figures.algorithm, None,
-                                   intra_bounds=intra_bounds, chunk_share=chunk_share)
+                                        intra_bounds=intra_bounds, chunk_share=chunk_share,
+                                        nics_per_node=with_.figures.nics_per_node)
     if progress is not None:
         progress(1.0)
     choice = NoiseChoice(cv0, cv1, se1, folds, c, cv1 + se1 < cv0)
     return replace(with_ if choice.kept else without, noise=choice)
+
+
+def with_interval(cal: Calibration, rows: Sequence[Row], *, intra_bounds: IntraBounds | None, chunk_share: float,
+                  nominal: float = NOMINAL) -> Calibration:
+    """``cal`` with its leave-one-placement-out interval and fit domain (:mod:`lbsim.calibration.interval`).
+
+    Each fold refits with ``cal``'s algorithm and its compute-noise choice (fitted if ``cal`` kept
+    the noise, else none).
+    """
+    jitter: float | None = None if cal.figures.jitter_cv > 0 else 0.0
+    folds = fold_residuals(rows, cal.fit_placements, cal.gradient_bytes, cal.figures.algorithm, jitter,
+                           intra_bounds=intra_bounds, chunk_share=chunk_share, nics_per_node=cal.figures.nics_per_node)
+    return replace(cal, interval=interval_from_folds([r for _, r in folds], nominal),
+                   domain=FitDomain.of(rows, cal.fit_placements))

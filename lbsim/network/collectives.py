@@ -17,7 +17,8 @@ all-reduce is ``2(n−1)`` steps (reduce-scatter, then all-gather); in each step
 
     T_ring = 2(n−1) · max_h (α_h + S / (n B_h))
 
-(+ fill, below) over the hops the ring uses: the intra link of every node with ``g_k ≥ 2`` (its
+(+ fill, below; ``ring_latency="path"`` pays the hops' latencies along the ring's path instead of
+the slowest hop's at every step: :mod:`lbsim.network.ring_latency`) over the hops the ring uses: the intra link of every node with ``g_k ≥ 2`` (its
 ``g_k − 1`` inside hops) and, when ``N ≥ 2``, the NIC of every node (exactly one ring hop leaves each node,
 so a NIC carries one hop's traffic). When every hop has the same latency α (one rank per node:
 only NICs) this is the classic α–β ring ``2(n−1)α + 2(n−1)/n · S / B_min``, and it is computed
@@ -76,6 +77,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from lbsim.network.ring_latency import RingLatency, path_ring_s, ring_hop_latency_sum
 
 Algorithm = Literal["ring", "hierarchical", "tree", "nccl"]
 ALGORITHMS: tuple[Algorithm, ...] = ("ring", "hierarchical", "tree", "nccl")
@@ -149,8 +152,8 @@ def fill_s(stages: int, chunk_share: float, gradient_bytes: float, bottleneck_by
 
 
 def ring_allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link],
-                     inter: Sequence[Link], chunk_share: float = 0.0) -> float:
-    """Flat ring over all ranks (module docstring, ``T_ring``)."""
+                     inter: Sequence[Link], chunk_share: float = 0.0, ring_latency: RingLatency = "slowest_hop") -> float:
+    """Flat ring over all ranks (module docstring, ``T_ring``; ``ring_latency``: :mod:`lbsim.network.ring_latency`)."""
     _check(node_sizes, intra, inter)
     _check_share(chunk_share)
     n = sum(node_sizes)
@@ -158,7 +161,12 @@ def ring_allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Se
         return 0.0
     hops = _hops(node_sizes, intra, inter)
     bws = [h.bandwidth_bytes_per_s for h in hops]
-    t = ring_step_s(gradient_bytes, n, bws, [h.latency_s for h in hops])
+    lats = [h.latency_s for h in hops]
+    if ring_latency == "path" and len(set(lats)) > 1:
+        lat_sum = ring_hop_latency_sum(node_sizes, [x.latency_s for x in intra], [x.latency_s for x in inter])
+        t = path_ring_s(gradient_bytes, n, lat_sum, min(bws))
+    else:
+        t = ring_step_s(gradient_bytes, n, bws, lats)
     return t + fill_s(2 * (n - 1), chunk_share, gradient_bytes, min(bws))
 
 
@@ -227,12 +235,13 @@ def nccl_choice(nodes: int) -> Algorithm:
 
 
 def allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link],
-                inter: Sequence[Link], *, algorithm: Algorithm = "ring", chunk_share: float = 0.0) -> float:
+                inter: Sequence[Link], *, algorithm: Algorithm = "ring", chunk_share: float = 0.0,
+                ring_latency: RingLatency = "slowest_hop") -> float:
     """Duration of one all-reduce of ``gradient_bytes`` over the topology (module docstring)."""
     if algorithm == "nccl":
         algorithm = nccl_choice(len(node_sizes))
     if algorithm == "ring":
-        return ring_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share)
+        return ring_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share, ring_latency)
     if algorithm == "hierarchical":
         return hierarchical_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share)
     if algorithm == "tree":

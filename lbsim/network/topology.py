@@ -38,6 +38,7 @@ from lbsim.network.collectives import (
     tree_path,
 )
 from lbsim.network.nccl import NcclFigures, allreduce_time_s
+from lbsim.network.ring_latency import RingLatency, path_ring_s, ring_hop_latency_sum
 
 if TYPE_CHECKING:
     from lbsim.workers import WorkerSpec
@@ -91,10 +92,13 @@ class AllReducePlan:
 
     ``algorithm="nccl_fitted"`` times every call with NCCL's fitted cost model instead
     (:mod:`lbsim.network.nccl`): ``nccl`` builds its figures from the bus bandwidths (intra, inter)
-    in bytes/s, the slowest node's links slowed by its network contention."""
+    in bytes/s, the slowest node's links slowed by its network contention. ``ring_latency="path"``
+    makes the flat ring pay its hops' latencies summed along its path
+    (:mod:`lbsim.network.ring_latency`) rather than the slowest hop's at every step."""
 
-    def __init__(self, topology: Topology, algorithm: NetworkAlgorithm = "ring", chunk_share: float = 0.0,
-                 nccl: Callable[[float, float], NcclFigures] | None = None) -> None:
+    def __init__(self, topology: Topology, algorithm: NetworkAlgorithm = "ring", chunk_share: float = 0.0, *,
+                 nccl: Callable[[float, float], NcclFigures] | None = None,
+                 ring_latency: RingLatency = "slowest_hop") -> None:
         self.nccl = nccl
         if algorithm == "nccl_fitted":
             if nccl is None:
@@ -129,6 +133,10 @@ class AllReducePlan:
         hop_lat = list(self.intra_lat) + ([x.latency_s for x in topology.nic] if self.nodes >= 2 else [])
         self.hop_lat = np.array(hop_lat, dtype=np.float64)
         self.uniform_lat = len(set(hop_lat)) == 1
+        # ring_latency "path": the hops' latencies summed along the ring (lbsim.network.ring_latency)
+        self.path_ring = ring_latency == "path" and not self.uniform_lat
+        self.ring_lat_sum = ring_hop_latency_sum(topology.node_sizes, [x.latency_s for x in topology.intra],
+                                                 [x.latency_s for x in topology.nic])
         # tree: the path of the d+1 largest nodes (collectives.tree_allreduce_s)
         self.depth = tree_depth(self.nodes)
         path = tree_path(topology.node_sizes)
@@ -156,6 +164,8 @@ class AllReducePlan:
             bw = self.hop_bw / nf[self.hop_node]
             if self.uniform_lat:  # collectives.ring_step_s, classic form
                 t = float(_ring_over(self.n, gradient_bytes, float(bw.min()), float(self.hop_lat[0])))
+            elif self.path_ring:
+                t = path_ring_s(gradient_bytes, self.n, self.ring_lat_sum, float(bw.min()))
             else:
                 t = float(2 * (self.n - 1) * float((self.hop_lat + gradient_bytes / self.n / bw).max()))
             return t + fill_s(2 * (self.n - 1), phi, gradient_bytes, float(bw.min()))

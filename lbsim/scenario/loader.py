@@ -134,13 +134,14 @@ _FIRST_KEYS = ("name", "description", "seed", "workload", "cluster", "data", "ne
 def scenario_data(scenario: Scenario) -> dict[str, Any]:
     """The resolved scenario as plain data, sections in a readable order.
 
-    ``data: null`` (the default: data local and free) is left out, so scenarios without a data
+    ``data: null`` (the default: data local and free) and ``calibration: null`` are left out, so scenarios without a data
     section resolve to the same text as before the section existed; so are the node-and-link keys
     while they hold their defaults (:data:`_LATER_DEFAULTS`).
     """
     data = to_data(scenario)
-    if data.get("data") is None:
-        data.pop("data", None)
+    for key in ("data", "calibration"):
+        if data.get(key) is None:
+            data.pop(key, None)
     _drop_defaults(data.get("workload"), _LATER_DEFAULTS["workload"])
     for group in data.get("cluster", {}).get("groups", []):
         _drop_defaults(group, _LATER_DEFAULTS["group"])
@@ -153,8 +154,8 @@ def scenario_data(scenario: Scenario) -> dict[str, Any]:
 _LATER_DEFAULTS: dict[str, dict[str, Any]] = {
     "workload": {"overlap": None},
     "group": {"workers_per_node": 1, "nic_latency_s": None, "intra_bandwidth_gbps": None, "intra_latency_s": None,
-              "shared_node_slowdown": None, "compute_curve": None},
-    "ring_allreduce": {"algorithm": "ring", "nccl": None},
+              "shared_node_slowdown": None, "compute_curve": None, "nics_per_node": 1},
+    "ring_allreduce": {"algorithm": "ring", "nccl": None, "ring_latency": "slowest_hop"},
 }
 
 

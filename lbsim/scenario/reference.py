@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from lbsim.contention.config import contention_configs
 from lbsim.fields import help_rows
+from lbsim.scenario.calibration_config import CalibrationDomain, CalibrationInfo, CalibrationInterval
 from lbsim.scenario.data import DataConfig, DataPlacement, StorageNode
 from lbsim.scenario.nccl_section import NcclModel, NcclProtocol
 from lbsim.scenario.schema import Scenario
@@ -63,6 +64,14 @@ def _default(text: str) -> str:
     return _YAML_WORDS.get(text, text)
 
 
+CALIBRATION_INTRO = (
+    "Optional (default `null`), written by `lbsim calibrate` into `fit.yaml`: the placements the figures were "
+    "fitted on, what they exercised and the leave-one-placement-out interval (docs/validation.md). The engines "
+    "never read it; `lbsim run` prints the mean iteration with its interval and flags a scenario whose nodes or "
+    "per-GPU batch lie outside the fit placements' range."
+)
+
+
 def _table(rows: list[tuple[str, str, str, str]]) -> list[str]:
     out = ["| key | type | default | meaning |", "|---|---|---|---|"]
     for key, tp, default, text in rows:
@@ -86,6 +95,9 @@ def reference_markdown() -> str:
     lines += ["## `data`", "", DATA_INTRO, ""] + _table(help_rows(DataConfig, "data."))
     lines += ["### `data.placement[]`", ""] + _table(help_rows(DataPlacement, "data.placement[]."))
     lines += ["### `data.storage`", ""] + _table(help_rows(StorageNode, "data.storage."))
+    lines += ["## `calibration`", "", CALIBRATION_INTRO, ""] + _table(help_rows(CalibrationInfo, "calibration."))
+    lines += ["### `calibration.domain`", ""] + _table(help_rows(CalibrationDomain, "calibration.domain."))
+    lines += ["### `calibration.interval`", ""] + _table(help_rows(CalibrationInterval, "calibration.interval."))
     for title, registry, prefix in (
         ("network", network_configs(), "network."),
         ("contention", contention_configs(), "contention[]."),

@@ -83,12 +83,13 @@ def resolve_workers(scenario: Scenario) -> tuple[WorkerSpec, ...]:
         for i in range(group.count):
             size = min(per_node, group.count - (i // per_node) * per_node)
             factor = node_compute_factor(size, slow)
+            node_bw = bw * min(size, group.nics_per_node)  # the node's NICs in use (sections.WorkerGroup)
             g_t0, g_speed, g_curve = t0, speed, curve
             if factor != 1.0:
                 g_t0, g_speed = t0 * factor, speed / factor
                 g_curve = curve.scaled(factor) if curve is not None else None
             workers.append(WorkerSpec(
-                len(workers), g, group.instance, inst.kind, g_t0, g_speed, cap, bw, group.jitter_cv,
+                len(workers), g, group.instance, inst.kind, g_t0, g_speed, cap, node_bw, group.jitter_cv,
                 node=first_node + i // per_node, node_size=size, nic_latency_s=group.nic_latency_s,
                 intra_bandwidth_gbps=intra_bw if size > 1 else None, intra_latency_s=intra_lat,
                 compute_curve=g_curve,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from lbsim.contention.config import ContentionConfig, contention_configs
 from lbsim.fields import param
+from lbsim.scenario.calibration_config import CalibrationInfo
 from lbsim.scenario.data import DataConfig
 from lbsim.scenario.numerics_config import NumericsConfig
 from lbsim.scenario.sections import (
@@ -55,6 +56,8 @@ class Scenario:
     scheme: SchemeConfig = param(None, "synchronization scheme and its parameters (`lbsim schemes`)", registry=scheme_configs)
     data: DataConfig | None = param(None, "where the training data lives and what fetching it costs (null: local and free)")
     numerics: NumericsConfig = param(NumericsConfig(), "train a real model in the simulation (off: throughput only)")
+    calibration: CalibrationInfo | None = param(None, "written by `lbsim calibrate`: the fit's interval and domain, "
+                                                      "reported by `lbsim run` (null: not calibrated)")
 
     def __post_init__(self) -> None:
         if self.scheme is None:

@@ -18,6 +18,7 @@ from typing import ClassVar
 from lbsim.errors import InputError
 from lbsim.fields import param
 from lbsim.network.collectives import NetworkAlgorithm
+from lbsim.network.ring_latency import RingLatency
 from lbsim.scenario.nccl_section import NcclModel
 
 
@@ -64,6 +65,10 @@ class WorkerGroup:
     intra_latency_s: float | None = param(None, "override: per-hop latency inside a node", ge=0)
     shared_node_slowdown: float | None = param(None, "override: compute slowdown per extra worker on a node, "
                                                      "t x (1 + s (k - 1)) for k workers on the node", ge=0)
+    nics_per_node: int = param(1, "NICs per node, one beside each GPU up to this count: a node of k workers sends "
+                                  "through min(k, nics_per_node) of them, so its inter-node bandwidth is bandwidth_gbps "
+                                  "x that (NCCL runs a channel per NIC near the GPUs in use; 1: one NIC shared by the node)",
+                               gt=0, le=64)
     compute_curve: tuple[tuple[float, ...], ...] | None = param(
         None, "override: tabulated t(b) as [[batch, step_s], ...] (batches increasing), piecewise-linear, "
               "extrapolated linearly beyond the ends (never below 0); replaces t0_s/samples_per_s in the engines")
@@ -115,6 +120,10 @@ class AllReduceConfig:
     chunk_share: float = param(
         0.0, "pipeline fill: NCCL's chunk as a share of one all-reduce call (0: perfect pipelining; "
              "1: store-and-forward; NCCL 512 KiB / DDP 25 MiB bucket = 0.02)", ge=0, le=1)
+    ring_latency: RingLatency = param(
+        "slowest_hop", "how the flat ring pays its hops' latencies: slowest_hop: every step waits for the slowest hop; "
+                       "path: summed along the ring's path, as NCCL's unsynchronised steps do (what `lbsim calibrate` "
+                       "fits; lbsim/network/ring_latency.py)")
     nccl: NcclModel | None = param(None, "algorithm nccl_fitted only: the figures `lbsim calibrate-nccl` fits; the "
                                          "links' bandwidths are its bus bandwidths (NIC: across nodes, intra: inside)")
 
