@@ -27,6 +27,7 @@ from lbsim.errors import InputError
 from lbsim.fetch import DataLayout
 from lbsim.limits import MAX_WORKER_ITERATIONS, MAX_WORKERS, short_repr
 from lbsim.network.overlap import OverlapParams, node_compute_factor
+from lbsim.samples.model import sample_model
 from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.schema import Scenario
@@ -139,11 +140,24 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     if needs_parameter_server(scenario.scheme) and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not synchronous else "scheme.backup_workers"
         raise InputError("network.name", f"{what} needs a parameter server; valid here: parameter_server")
+    _check_sample_cost(scenario, synchronous)
     build_contention(scenario, workers)  # reads and checks every trace file
     data = resolve_data(scenario.data, workers)  # data placement: coverage, shares sum to <= 1
     run = _resolved(scenario, workers, data)
     run.scheme()  # a scheme may reject the cluster (e.g. memory caps)
     return workers
+
+
+def _check_sample_cost(scenario: Scenario, synchronous: bool) -> None:
+    """A sample-cost model needs the synchronous driver and throughput mode (lengths read in ``_context``)."""
+    if scenario.workload.sample_cost is None:
+        return
+    if not synchronous:
+        raise InputError("workload.sample_cost", f"needs a synchronous scheme (driver sync), not "
+                                                 f"{short_repr(scenario.scheme.kind)}")  # type: ignore[attr-defined]
+    if scenario.numerics.enabled:
+        raise InputError("numerics.enabled", "the simulated model's numerics do not model sequence lengths; "
+                                             "turn numerics off or drop workload.sample_cost")
 
 
 def _check_open_ended(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> None:
@@ -223,6 +237,7 @@ def _context(scenario: Scenario, workers: tuple[WorkerSpec, ...], data: DataLayo
         kinds=tuple(w.kind for w in workers),
         seed=scenario.seed,
         data=data,
+        sample_cost=None if (cost := scenario.workload.sample_cost) is None else sample_model(cost, scenario.seed),
     )
 
 

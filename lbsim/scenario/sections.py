@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from lbsim.errors import InputError
+from lbsim.samples.config import SampleCostConfig
 from lbsim.scenario.fields import param
 
 
@@ -37,6 +38,8 @@ class Workload:
     gradient_bytes: int | None = param(None, "bytes pushed per gradient (null: the model profile's)", gt=0)
     overlap: Overlap | None = param(None, "overlap of the gradient all-reduce with backward (null: the model profile's; "
                                           "the catalog's models have none)")
+    sample_cost: SampleCostConfig | None = param(None, "per-sample cost by sequence length (null: every sample costs "
+                                                       "the same; docs/sample-cost.md)")
 
     def check(self) -> None:
         if self.updates is None and self.time_budget_s is None and self.samples is None:

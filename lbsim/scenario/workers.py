@@ -50,6 +50,13 @@ class WorkerSpec:
             return self.compute_curve.step_s(batch)
         return self.t0_s + batch / self.samples_per_s
 
+    def compute_work_s(self, work: float) -> float:
+        """:meth:`compute_s` of a batch whose work is ``work`` reference samples (lbsim.samples);
+        equal to ``compute_s(b)`` when ``work`` is the float of b."""
+        if self.compute_curve is not None:
+            return self.compute_curve.step_s(work)
+        return self.t0_s + work / self.samples_per_s
+
 
 @dataclass(frozen=True)
 class ComputeCurve:

@@ -21,6 +21,13 @@ noise-chasing (a shared machine's speeds move a few percent from step to step) a
 When the current split's predicted times already lie within δ of each other (``(max - min) / max
 <= δ``, a bound on any re-split's gain) no split is computed at all.
 
+Cost balance (``balance: cost``, with ``workload.sample_cost``; beyond the paper, which counts
+samples): the curves are fitted on each batch's *work* ``U_i = sum_j c(L_j) / c(L_ref)`` instead of
+its count, and at the barrier, knowing the next round's samples and their lengths, the scheme
+partitions them so the predicted ``t_i(U_i) = a_i + b_i U_i`` equalise within the caps in samples and
+tokens (:mod:`lbsim.sizing.length_partition`). With every sample of a round costing the same it
+keeps the count split, which then is exactly the same decision.
+
 Our choices where the paper is silent (all parameters): the first round uses the nominal
 catalog curves (``initial: nominal``) or an even split (``initial: even``); prediction error is
 reported as the error of the predicted compute time of the batch actually given (for ``gpu``,
@@ -41,7 +48,9 @@ from lbsim.scenario.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.affine_fit import AffineFitBank
+from lbsim.samples.rounds import RoundSamples, contiguous_owner, per_worker
 from lbsim.sizing.gpu_step import GpuStepRule
+from lbsim.sizing.length_partition import lpt_partition
 from lbsim.sizing.narx import NarxParams
 from lbsim.sizing.predictors import PredictorBank
 from lbsim.sizing.split import InfeasibleSplit, even_split, proportional_split
@@ -66,6 +75,10 @@ class LBBSPConfig:
     dead_band: float = param(0.05, "gpu: no move while (slowest - leader) / slowest is below this", ge=0, le=1)
     fit_history: int = param(20, "gpu_model: observations kept per worker for the fit", ge=2, le=MAX_HISTORY)
     fit_decay: float = param(0.8, "gpu_model: weight decay per iteration of age in the fit", gt=0, le=1)
+    balance: Literal["count", "cost"] = param(
+        "count", "count: equalise t(batch) over sample counts (the paper's rule); cost: fit t(work) on each batch's "
+                 "work in reference samples and partition the next round's samples by their lengths so predicted "
+                 "times equalise (LPT + moves, within the caps; needs workload.sample_cost)")
     split_dead_band: float = param(0.0, "cpu, gpu_model, auto: keep the current split unless the new one shortens the predicted "
                                    "step (slowest worker) by more than this fraction (0: re-split every round, the paper's rule)",
                                    ge=0, le=1)
@@ -122,6 +135,13 @@ class LBBSP:
         except InfeasibleSplit as err:
             raise InputError("workload.global_batch", str(err)) from None
         self.predicted_s = self.t0 + self.inv_speed * np.array(self._batches)
+        self.cost_aware = config.balance == "cost"
+        self._curves = (self.t0, self.inv_speed)  # the predicted t_i(work) = a_i + b_i work of the next round
+        if self.cost_aware:
+            if ctx.sample_cost is None:
+                raise InputError("scheme.balance", "cost needs workload.sample_cost (the samples' lengths); valid here: count")
+            if config.variant == "gpu":
+                raise InputError("scheme.balance", "cost needs predicted t(work) curves: variant cpu, gpu_model or auto, not gpu")
         step0 = config.step0 or max(1, ctx.global_batch // (4 * n))
         self.step_rule = GpuStepRule(
             self._batches, ctx.max_batch, step0=step0, window=config.window,
@@ -135,7 +155,9 @@ class LBBSP:
         return self._batches
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
-        obs = observation_columns(observation.workers, self._fields)
+        obs = observation_columns(observation.workers, self._fields + (("work",) if self.cost_aware else ()))
+        if self.cost_aware:  # the curves are fitted on each batch's work, not its sample count
+            obs = {**obs, "batch": obs["work"]}
         measured = obs["compute_s"]
         assert measured is not None  # compute_s is always observed (only oracle_slowdown may be None)
         if self.predicted_s is not None:
@@ -158,7 +180,28 @@ class LBBSP:
                 batches = self._batches
         self._batches = tuple(batches)
         self.predicted_s = a + b * np.array(self._batches)
+        self._curves = (a, b)
         return self._batches
+
+    def assign_samples(self, samples: RoundSamples) -> np.ndarray:
+        """Who computes which of the round's samples (:class:`~lbsim.schemes.base.LengthAware`).
+
+        Count balance hands them out in draw order by the decided batches. Cost balance partitions
+        them so the predicted ``a_i + b_i U_i`` equalise (:func:`lbsim.sizing.length_partition.lpt_partition`),
+        except when every sample costs the same: then the count split already is the equal-finish
+        split, and it is kept (so equal lengths give exactly the count rule's run)."""
+        u = samples.units
+        if not self.cost_aware or not u.size or bool(np.all(u == u[0])):
+            return contiguous_owner(self._batches)
+        a, b = self._curves
+        try:
+            owner = lpt_partition(u, samples.lengths, a, b, self.ctx.max_batch, samples.max_tokens, samples.padding)
+        except InfeasibleSplit as err:
+            raise RuntimeError(f"lbbsp cost balance: {err}") from None
+        plan = per_worker(samples, owner, self.ctx.workers)
+        self._batches = plan.batches
+        self.predicted_s = a + b * plan.work
+        return owner
 
     def _gains(self, a: np.ndarray, b: np.ndarray, batches: tuple[int, ...], band: float) -> bool:
         """The split ``batches`` shortens the predicted step of the current one by more than ``band`` of it."""
