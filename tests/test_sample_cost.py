@@ -7,11 +7,11 @@ removes the wait that count balance leaves; bad length files exit 2 naming the k
 
 from __future__ import annotations
 
-import yaml
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -44,11 +44,11 @@ import numpy as np
 from lbsim.errors import InputError
 from lbsim.limits import MAX_HISTORY
 from lbsim.rng import stream
+from lbsim.samples.rounds import RoundSamples, contiguous_owner, per_worker
 from lbsim.scenario.fields import param
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.affine_fit import AffineFitBank
-from lbsim.samples.rounds import RoundSamples, contiguous_owner, per_worker
 from lbsim.sizing.gpu_step import GpuStepRule
 from lbsim.sizing.length_partition import lpt_partition
 from lbsim.sizing.narx import NarxParams

@@ -13,8 +13,12 @@ within one sample's cost of the ideal ``equal finish`` split.
 
 Caps: at most ``max_count[i]`` samples, and at most ``max_tokens`` tokens per worker (packed: the sum
 of lengths; padded: count times the longest). Padding: a worker's work is ``k_i · u_max,i`` (its
-samples are padded to its longest); LPT's decreasing order makes the first sample a worker gets
-its longest, so each later one adds ``u_max,i``; the move pass is not applied under padding.
+samples are padded to its longest), so spreading the longest samples one per worker (what LPT
+does) pads every batch to a long sample. Under padding we instead give each worker a contiguous
+run of the samples sorted by decreasing length (:func:`padded_runs`: the longest run to the
+fastest worker) and find the smallest step T whose runs cover the batch by bisection: worker i
+takes ``k_i = min(cap_i, (T - a_i) / (b_i u_first), max_tokens / L_first)`` samples, u_first and
+L_first those of its run's first (longest) sample.
 :class:`~lbsim.sizing.split.InfeasibleSplit` when a sample fits no worker.
 """
 
@@ -39,6 +43,8 @@ def lpt_partition(
     refine: bool = True,
 ) -> np.ndarray:
     """``owner[j]``: the worker given sample j (int64), by LPT plus the move pass."""
+    if padding:
+        return padded_runs(units, lengths, a, b, max_count, max_tokens)
     n = len(a)
     u = units.tolist()
     ln = lengths.tolist()
@@ -109,3 +115,52 @@ def _move_pass(owner: list[int], u: list[float], ln: list[int], a: list[float], 
         count[k] += 1
         tokens[top] -= ln[j]
         tokens[k] += ln[j]
+
+
+def padded_runs(
+    units: np.ndarray,
+    lengths: np.ndarray,
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    max_count: Sequence[int],
+    max_tokens: int | None = None,
+) -> np.ndarray:
+    """``owner[j]`` under padding: contiguous runs of the length-sorted samples, the smallest step T."""
+    k_total = len(units)
+    order = np.argsort(-units, kind="stable").tolist()
+    u = [float(units[j]) for j in order]
+    ln = [int(lengths[j]) for j in order]
+    n = len(a)
+    workers = sorted(range(n), key=lambda i: (float(b[i]), i))  # fastest first: it takes the longest run
+    def runs(t: float) -> list[int] | None:
+        sizes = [0] * n
+        idx = 0
+        for i in workers:
+            if idx == k_total:
+                break
+            by_time = (t - float(a[i])) / (float(b[i]) * u[idx]) if u[idx] > 0 else math.inf
+            k = min(int(max_count[i]), k_total - idx, k_total if max_tokens is None else max_tokens // ln[idx],
+                    k_total if by_time == math.inf else max(0, math.floor(by_time)))
+            sizes[i] = k
+            idx += k
+        return sizes if idx == k_total else None
+
+    hi = max(float(a[i]) + float(b[i]) * k_total * (u[0] if u else 0.0) for i in range(n))
+    best = runs(hi)
+    if best is None:
+        raise InfeasibleSplit(f"the padded batch fits no split (caps: {list(max_count)} samples, {max_tokens} tokens)")
+    lo = 0.0
+    for _ in range(60):  # bisection on the step: runs(t) covers the batch for every t above the optimum
+        mid = 0.5 * (lo + hi)
+        got = runs(mid)
+        if got is None:
+            lo = mid
+        else:
+            hi, best = mid, got
+    owner = np.empty(k_total, dtype=np.int64)
+    idx = 0
+    for i in workers:
+        for j in order[idx:idx + best[i]]:
+            owner[j] = i
+        idx += best[i]
+    return owner
