@@ -50,7 +50,7 @@ from lbsim.schemes.base import RoundObservation, SchemeContext, observation_colu
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.affine_fit import AffineFitBank
 from lbsim.sizing.gpu_step import GpuStepRule
-from lbsim.sizing.length_partition import lpt_partition
+from lbsim.sizing.length_partition import cost_partition
 from lbsim.sizing.narx import NarxParams
 from lbsim.sizing.predictors import PredictorBank
 from lbsim.sizing.split import InfeasibleSplit, even_split, proportional_split
@@ -190,18 +190,24 @@ class LBBSP:
         them so the predicted ``a_i + b_i U_i`` equalise (:func:`lbsim.sizing.length_partition.lpt_partition`),
         except when every sample costs the same: then the count split already is the equal-finish
         split, and it is kept (so equal lengths give exactly the count rule's run)."""
-        u = samples.units
-        if not self.cost_aware or not u.size or bool(np.all(u == u[0])):
+        if not self.cost_aware:
             return contiguous_owner(self._batches)
         a, b = self._curves
         try:
-            owner = lpt_partition(u, samples.lengths, a, b, self.ctx.max_batch, samples.max_tokens, samples.padding)
+            owner = cost_partition(samples, a, b, self.ctx.max_batch, self._batches)
         except InfeasibleSplit as err:
             raise RuntimeError(f"lbbsp cost balance: {err}") from None
-        plan = per_worker(samples, owner, self.ctx.workers)
-        self._batches = plan.batches
-        self.predicted_s = a + b * plan.work
+        u = samples.units
+        if u.size and not bool(np.all(u == u[0])):  # equal costs keep the count split and its prediction
+            plan = per_worker(samples, owner, self.ctx.workers)
+            self._batches = plan.batches
+            self.predicted_s = a + b * plan.work
         return owner
+
+    @property
+    def curves(self) -> tuple[np.ndarray, np.ndarray]:
+        """The predicted ``t_i(U) = a_i + b_i U`` of the next round, as ``(a, b)`` (U: work in reference samples)."""
+        return self._curves
 
     def _gains(self, a: np.ndarray, b: np.ndarray, batches: tuple[int, ...], band: float) -> bool:
         """The split ``batches`` shortens the predicted step of the current one by more than ``band`` of it."""

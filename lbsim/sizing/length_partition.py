@@ -29,6 +29,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from lbsim.samples.rounds import RoundSamples, contiguous_owner
 from lbsim.sizing.split import InfeasibleSplit
 
 
@@ -164,3 +165,17 @@ def padded_runs(
             owner[j] = i
         idx += best[i]
     return owner
+
+
+def cost_partition(samples: RoundSamples, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+                   max_count: Sequence[int], count_batches: Sequence[int]) -> np.ndarray:
+    """LB-BSP's cost balance: ``owner[j]`` for a round's samples given the predicted curves ``a + b U``.
+
+    When every sample costs the same the count split ``count_batches`` already equalises the curves
+    (it was computed from them) and the samples are handed out in draw order by it; otherwise
+    :func:`lpt_partition` (LPT and moves, or padded runs). A pure function of its arguments, so every
+    rank of a job computes the same partition from the same curves."""
+    u = samples.units
+    if not u.size or bool(np.all(u == u[0])):
+        return contiguous_owner(tuple(int(c) for c in count_batches))
+    return lpt_partition(u, samples.lengths, a, b, max_count, samples.max_tokens, samples.padding)
