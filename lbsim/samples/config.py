@@ -65,9 +65,11 @@ LengthsConfig = FileLengths | LognormalLengths | ConstantLengths
 class SampleCostConfig:
     lengths: LengthsConfig = param(help="distribution of sample lengths in tokens (file, lognormal, constant)",
                                    registry=length_configs)
-    cost_linear: float = param(1.0, "a in c(L) = a L + b L^2 (only ratios of costs matter)", gt=0)
+    cost_linear: float = param(1.0, "a in c(L) = c0 + a L + b L^2 (only ratios of costs matter)", gt=0)
     cost_quadratic: float | None = param(None, "b in c(L) = a L + b L^2 (null: a / (6 hidden_size), the attention "
                                                "share of a transformer's FLOPs, Narayanan et al. SC'21)", ge=0)
+    cost_per_sample: float = param(0.0, "c0 in c(L) = c0 + a L + b L^2: a fixed cost per sample whatever its length "
+                                        "(per-sequence launches and bookkeeping; 0 for the FLOPs model)", ge=0)
     hidden_size: int = param(4096, "transformer hidden size h for the default b = a / (6 h)", gt=0)
     reference_tokens: float | None = param(None, "length of the sample at which each worker's samples_per_s holds "
                                                  "(null: the distribution's mean length)", gt=0)

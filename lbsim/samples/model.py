@@ -1,4 +1,4 @@
-"""The resolved sample-cost model: seeded length draws and ``c(L) = a L + b L^2`` in reference units.
+"""The resolved sample-cost model: seeded length draws and ``c(L) = c0 + a L + b L^2`` in reference units.
 
 Round r's global batch of X samples has lengths drawn from the stream ``("sample_lengths", r)`` of
 the run's seed (:mod:`lbsim.rng`), so every scheme and both simulator paths see the same samples in
@@ -32,10 +32,11 @@ class SampleModel:
     max_tokens: int | None
     per_token: bool
     seed: int
+    c0: float = 0.0
 
     def cost(self, lengths: np.ndarray | float) -> np.ndarray | float:
-        """``c(L) = a L + b L^2`` (the config's units)."""
-        return self.a * lengths + self.b * lengths * lengths
+        """``c(L) = c0 + a L + b L^2`` (the config's units)."""
+        return self.c0 + self.a * lengths + self.b * lengths * lengths
 
     def units(self, lengths: np.ndarray) -> np.ndarray:
         """``c(L) / c(L_ref)`` per sample."""
@@ -55,4 +56,4 @@ def sample_model(cfg: SampleCostConfig, seed: int, key: str = "workload.sample_c
                                               f"{cfg.max_tokens} tokens per worker")
     ref = cfg.reference_tokens if cfg.reference_tokens is not None else dist.mean()
     return SampleModel(dist, cfg.cost_linear, cfg.quadratic, ref, cfg.batching == "padding", cfg.max_tokens,
-                       cfg.gradient_mean == "per_token", seed)
+                       cfg.gradient_mean == "per_token", seed, cfg.cost_per_sample)

@@ -92,6 +92,7 @@ class LoadBalancer:
                  max_batch: int | None = None, samples_per_s: float | None = None, group: Any = None,
                  device: torch.device | None = None, slowed: SlowedRank | None = None, decide_every: int = 4,
                  lag: int = 2, lengths: Lengths | None = None, cost_linear: float = 1.0, cost_quadratic: float = 0.0,
+                 cost_per_sample: float = 0.0,
                  reference_tokens: float | None = None, max_tokens: int | None = None, batching: str = "packing",
                  gradient_mean: str = "per_sample", **options: Any) -> None:
         if predictor == "oracle":
@@ -114,7 +115,8 @@ class LoadBalancer:
             torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu"))
         self.comm_device = self.device if backend == "nccl" else torch.device("cpu")
         self.costs = None if lengths is None else SampleCosts(
-            lengths, cost_linear=cost_linear, cost_quadratic=cost_quadratic, reference_tokens=reference_tokens,
+            lengths, cost_linear=cost_linear, cost_quadratic=cost_quadratic, cost_per_sample=cost_per_sample,
+            reference_tokens=reference_tokens,
             max_tokens=max_tokens, batching=batching, gradient_mean=gradient_mean, seed=seed)
         if self.costs is not None:  # every rank partitions each step's samples with curves known before it: lag 0
             lag, options = 0, {**options, "balance": "cost"}

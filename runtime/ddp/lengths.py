@@ -28,13 +28,13 @@ Lengths = Callable[[int], int] | torch.Tensor | Sequence[int]
 class SampleCosts:
     """Lengths and ``c(L) = a L + b L^2`` of a dataset's samples (see the module docstring)."""
 
-    def __init__(self, lengths: Lengths, *, cost_linear: float = 1.0, cost_quadratic: float = 0.0,
+    def __init__(self, lengths: Lengths, *, cost_linear: float = 1.0, cost_quadratic: float = 0.0, cost_per_sample: float = 0.0,
                  reference_tokens: float | None = None, max_tokens: int | None = None, batching: str = "packing",
                  gradient_mean: str = "per_sample", seed: int = 0) -> None:
         if batching not in ("packing", "padding") or gradient_mean not in ("per_sample", "per_token"):
             raise ValueError(f"batching {batching!r} (valid: packing, padding) / gradient_mean {gradient_mean!r} "
                              "(valid: per_sample, per_token)")
-        if not cost_linear > 0 or not cost_quadratic >= 0:
+        if not cost_linear > 0 or not cost_quadratic >= 0 or not cost_per_sample >= 0:
             raise ValueError(f"c(L) = a L + b L^2 needs a > 0 and b >= 0, got a={cost_linear}, b={cost_quadratic}")
         self.table: np.ndarray | None = None
         self.fn: Callable[[int], int] | None = None
@@ -51,7 +51,7 @@ class SampleCosts:
             dist = empirical(table, np.ones_like(table))
         ref = float(reference_tokens) if reference_tokens is not None else float(self.table.mean())  # type: ignore[union-attr]
         self.model = SampleModel(dist, float(cost_linear), float(cost_quadratic), ref, batching == "padding", max_tokens,
-                                 gradient_mean == "per_token", seed)
+                                 gradient_mean == "per_token", seed, float(cost_per_sample))
 
     def lengths_of(self, indices: Sequence[int]) -> np.ndarray:
         if self.table is not None:
