@@ -171,5 +171,27 @@ def test_bad_sections_name_their_key() -> None:
         scenario_from_data(_data(COST))
     with pytest.raises(InputError, match="workload.sample_cost.lengths.min_tokens"):
         scenario_from_data(_data({"name": "bsp"}, lengths={**LOGNORMAL, "min_tokens": 7000}))
-    with pytest.raises(InputError, match="workload.sample_cost"):
-        scenario_from_data({**_data({"name": "asp"}, lengths=LOGNORMAL), "network": {"name": "parameter_server"}})
+    with pytest.raises(InputError, match="numerics.enabled"):
+        scenario_from_data({**_data({"name": "bsp"}, lengths=LOGNORMAL), "numerics": {"enabled": True}})
+
+
+PS = {"name": "parameter_server", "server_bandwidth_gbps": 10.0}
+
+
+@pytest.mark.parametrize("scheme", [{"name": "asp"}, {"name": "ssp", "staleness": 1}, {"name": "wbsp"},
+                                    {"name": "bsp", "backup_workers": 1}], ids=lambda s: s["name"])
+def test_parameter_server_drivers_draw_each_iterations_samples_alike_on_both_paths(scheme) -> None:
+    data = {**_data(scheme, lengths=FILE, cost={"batching": "padding"}, updates=30), "network": PS}
+    sc = scenario_from_data(data)
+    fast, slow = simulate(sc), simulate(sc, fast=False)
+    for name in ITERATION_COLUMNS:
+        assert np.array_equal(fast.iterations.columns[name], slow.iterations.columns[name]), name
+    assert fast.summary == slow.summary
+    plain = simulate(scenario_from_data({**_data(scheme, updates=30), "network": PS}))
+    assert not np.array_equal(plain.iterations.columns["compute_s"][:20], fast.iterations.columns["compute_s"][:20])
+
+
+def test_parameter_server_equal_lengths_are_the_count_model() -> None:
+    today = _files({**_data({"name": "asp"}), "network": PS})
+    equal = _files({**_data({"name": "asp"}, lengths={"name": "constant", "tokens": 50}), "network": PS})
+    assert equal == today

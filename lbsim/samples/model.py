@@ -47,6 +47,17 @@ class SampleModel:
         lengths = self.dist.draw(stream(self.seed, "sample_lengths", r), k)
         return RoundSamples(lengths, self.units(lengths), self.padding, self.max_tokens)
 
+    def iteration_work(self, worker: int, iteration: int, batch: int) -> float:
+        """The work (reference samples) of worker ``worker``'s iteration ``iteration`` on ``batch`` samples
+        drawn for it alone (stream ``("sample_lengths", "worker", worker, iteration)``): the drivers without
+        a global round (parameter server: async, wbsp). Packing: the sum of the units; padding: ``batch``
+        times the longest's. Equal to ``float(batch)`` when every length is the reference."""
+        lengths = self.dist.draw(stream(self.seed, "sample_lengths", "worker", worker, iteration), batch)
+        units = self.units(lengths)
+        if not units.size:
+            return 0.0
+        return float(batch * units.max()) if self.padding else float(units.sum())
+
 
 def sample_model(cfg: SampleCostConfig, seed: int, key: str = "workload.sample_cost") -> SampleModel:
     """Resolve the section (reads a lengths file); every length must fit the token cap."""

@@ -19,7 +19,7 @@ sources with their random streams, the scheme) are made fresh from it per run
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lbsim.contention.model import WorkerContention, build_contention
@@ -140,7 +140,7 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     if needs_parameter_server(scenario.scheme) and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not synchronous else "scheme.backup_workers"
         raise InputError("network.name", f"{what} needs a parameter server; valid here: parameter_server")
-    _check_sample_cost(scenario, synchronous)
+    _check_sample_cost(scenario)
     build_contention(scenario, workers)  # reads and checks every trace file
     data = resolve_data(scenario.data, workers)  # data placement: coverage, shares sum to <= 1
     run = _resolved(scenario, workers, data)
@@ -148,13 +148,10 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     return workers
 
 
-def _check_sample_cost(scenario: Scenario, synchronous: bool) -> None:
-    """A sample-cost model needs the synchronous driver and throughput mode (lengths read in ``_context``)."""
+def _check_sample_cost(scenario: Scenario) -> None:
+    """A sample-cost model needs throughput mode (lengths read in ``_context``)."""
     if scenario.workload.sample_cost is None:
         return
-    if not synchronous:
-        raise InputError("workload.sample_cost", f"needs a synchronous scheme (driver sync), not "
-                                                 f"{short_repr(scenario.scheme.kind)}")  # type: ignore[attr-defined]
     if scenario.numerics.enabled:
         raise InputError("numerics.enabled", "the simulated model's numerics do not model sequence lengths; "
                                              "turn numerics off or drop workload.sample_cost")
@@ -214,7 +211,10 @@ _RESOLVED: weakref.WeakKeyDictionary[Scenario, tuple[Any, ...]] = weakref.WeakKe
 
 
 def _resolved(scenario: Scenario, workers: tuple[WorkerSpec, ...], data: DataLayout | None) -> ResolvedRun:
-    parts = (workers, data, _context(scenario, workers, data), gradient_bytes(scenario), overlap_params(scenario))
+    context = _context(scenario, workers, data)
+    if context.sample_cost is not None:  # the per-iteration drivers time each worker's own draw
+        workers = tuple(replace(w, sample_cost=context.sample_cost) for w in workers)
+    parts = (workers, data, context, gradient_bytes(scenario), overlap_params(scenario))
     _RESOLVED[scenario] = parts
     return ResolvedRun(scenario, *parts)
 

@@ -11,11 +11,14 @@ scenario and checks it across sections) import it, never the other way round.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
 
 from lbsim.errors import InputError
 from lbsim.limits import short_repr
+
+if TYPE_CHECKING:
+    from lbsim.samples.model import SampleModel
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,16 @@ class WorkerSpec:
     intra_bandwidth_gbps: float | None = None  # None: no intra-node hop (alone on its node)
     intra_latency_s: float = 0.0
     compute_curve: ComputeCurve | None = None
+    # per-sample cost by length (workload.sample_cost), for the drivers that time one worker's
+    # iteration at a time (parameter server: async, wbsp); not part of the worker's identity
+    sample_cost: SampleModel | None = field(default=None, compare=False, repr=False)
+
+    def iteration_s(self, batch: int, iteration: int) -> float:
+        """Nominal compute of this worker's iteration ``iteration`` on ``batch`` samples: :meth:`compute_s`,
+        or with a sample-cost model the work of the samples it draws (:meth:`SampleModel.iteration_work`)."""
+        if self.sample_cost is None:
+            return self.compute_s(batch)
+        return self.compute_work_s(self.sample_cost.iteration_work(self.index, iteration, batch))
 
     def compute_s(self, batch: int) -> float:
         """Nominal (uncontended) compute time of one iteration: t(b) = t0 + b / X, or the curve."""
