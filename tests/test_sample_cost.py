@@ -120,21 +120,24 @@ def test_partition_respects_every_cap_and_hands_out_every_sample_once(lengths, n
     caps = rng.integers(-(-len(ln) // n), len(ln) + 1, n)  # their sum covers the batch
     max_tokens = int(ln.max() * (len(ln) // n + 2)) if capped else None
     try:
-        owner = lpt_partition(units, ln, a, b, caps, max_tokens, padding)
+        owner = lpt_partition(units, ln, a, b, caps, max_tokens, padding, min_count=1)
     except InfeasibleSplit:
         assert capped  # only the token cap can leave a sample without a worker here
         return
     assert owner.shape == (len(ln),) and owner.min() >= 0 and owner.max() < n
     plan = per_worker(RoundSamples(ln, units, padding, max_tokens), owner, n)
     assert sum(plan.batches) == len(ln)  # the global batch is exact
+    assert len(ln) < n or min(plan.batches) >= 1  # no empty batch where there are samples for all
     assert all(c <= cap for c, cap in zip(plan.batches, caps, strict=True))
     if max_tokens is not None:
         assert int(plan.memory_tokens.max()) <= max_tokens
-    if not padding and not capped and (caps >= len(ln)).all():  # the move pass ends where no move helps
-        t = a + b * plan.work
+    if not padding and not capped:  # without the floor of one sample, the move pass ends where no move helps
+        free = lpt_partition(units, ln, a, b, [len(ln)] * n)
+        work = np.bincount(free, weights=units, minlength=n)
+        t = a + b * work
         top = int(np.argmax(t))
-        for j in np.flatnonzero(owner == top):
-            moved = np.maximum(a[top] + b[top] * (plan.work[top] - units[j]), t + b * units[j])
+        for j in np.flatnonzero(free == top):
+            moved = np.maximum(a[top] + b[top] * (work[top] - units[j]), t + b * units[j])
             moved[top] = np.inf
             assert moved.min() >= t[top] - 1e-9
 

@@ -194,7 +194,7 @@ class LBBSP:
             return contiguous_owner(self._batches)
         a, b = self._curves
         try:
-            owner = cost_partition(samples, a, b, self.ctx.max_batch, self._batches)
+            owner = cost_partition(samples, a, b, self.ctx.max_batch, self._batches, self.cfg.min_batch)
         except InfeasibleSplit as err:
             raise RuntimeError(f"lbbsp cost balance: {err}") from None
         u = samples.units

@@ -42,10 +42,18 @@ def lpt_partition(
     max_tokens: int | None = None,
     padding: bool = False,
     refine: bool = True,
+    min_count: int = 0,
 ) -> np.ndarray:
-    """``owner[j]``: the worker given sample j (int64), by LPT plus the move pass."""
+    """``owner[j]``: the worker given sample j (int64), by LPT plus the move pass (padding:
+    :func:`padded_runs`); then every worker gets at least ``min_count`` samples (:func:`_fill_min`)."""
     if padding:
-        return padded_runs(units, lengths, a, b, max_count, max_tokens)
+        return _fill_min(padded_runs(units, lengths, a, b, max_count, max_tokens), units, len(a), min_count)
+    return _fill_min(_lpt(units, lengths, a, b, max_count, max_tokens, refine), units, len(a), min_count)
+
+
+def _lpt(units: np.ndarray, lengths: np.ndarray, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
+         max_count: Sequence[int], max_tokens: int | None, refine: bool) -> np.ndarray:
+    """Packing: LPT within the caps, then the move pass."""
     n = len(a)
     u = units.tolist()
     ln = lengths.tolist()
@@ -55,36 +63,44 @@ def lpt_partition(
     work = [0.0] * n
     count = [0] * n
     tokens = [0] * n
-    first_u = [0.0] * n  # padding: the worker's longest sample's units and length
-    first_l = [0] * n
     owner = [0] * len(u)
     for j in order:
         best, best_t = -1, math.inf
         uj, lj = u[j], ln[j]
         for i in range(n):
-            if count[i] >= caps[i]:
+            if count[i] >= caps[i] or tokens[i] + lj > cap_tok:
                 continue
-            if padding and count[i]:
-                du, dl = first_u[i], first_l[i]
-            else:
-                du, dl = uj, lj
-            if tokens[i] + dl > cap_tok:
-                continue
-            t = av[i] + bv[i] * (work[i] + du)
+            t = av[i] + bv[i] * (work[i] + uj)
             if t < best_t:
                 best, best_t = i, t
         if best < 0:
             raise InfeasibleSplit(f"a sample of {lj} tokens fits no worker (caps: {caps} samples, {max_tokens} tokens)")
-        if padding and not count[best]:
-            first_u[best], first_l[best] = uj, lj
-        du, dl = (first_u[best], first_l[best]) if padding else (uj, lj)
-        work[best] += du
-        tokens[best] += dl
+        work[best] += uj
+        tokens[best] += lj
         count[best] += 1
         owner[j] = best
-    if refine and not padding:
+    if refine:
         _move_pass(owner, u, ln, av, bv, caps, cap_tok, work, count, tokens)
     return np.array(owner, dtype=np.int64)
+
+
+def _fill_min(owner: np.ndarray, units: np.ndarray, n: int, min_count: int) -> np.ndarray:
+    """Give every worker at least ``min_count`` samples (a real rank cannot run an empty batch): a
+    worker short of it takes the cheapest sample of the worker holding the most. With ``min_count``
+    1 the receiver was empty, so its caps hold (no sample is above the token cap; a cap in samples is
+    at least 1); the donor only loses a sample."""
+    if min_count <= 0 or len(owner) < n * min_count:
+        return owner
+    counts = np.bincount(owner, minlength=n)
+    for w in range(n):
+        while counts[w] < min_count:
+            donor = int(np.argmax(counts))
+            held = np.flatnonzero(owner == donor)
+            j = int(held[np.argmin(units[held])])
+            owner[j] = w
+            counts[donor] -= 1
+            counts[w] += 1
+    return owner
 
 
 def _move_pass(owner: list[int], u: list[float], ln: list[int], a: list[float], b: list[float], caps: list[int],
@@ -168,7 +184,7 @@ def padded_runs(
 
 
 def cost_partition(samples: RoundSamples, a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray,
-                   max_count: Sequence[int], count_batches: Sequence[int]) -> np.ndarray:
+                   max_count: Sequence[int], count_batches: Sequence[int], min_count: int = 0) -> np.ndarray:
     """LB-BSP's cost balance: ``owner[j]`` for a round's samples given the predicted curves ``a + b U``.
 
     When every sample costs the same the count split ``count_batches`` already equalises the curves
@@ -178,4 +194,4 @@ def cost_partition(samples: RoundSamples, a: Sequence[float] | np.ndarray, b: Se
     u = samples.units
     if not u.size or bool(np.all(u == u[0])):
         return contiguous_owner(tuple(int(c) for c in count_batches))
-    return lpt_partition(u, samples.lengths, a, b, max_count, samples.max_tokens, samples.padding)
+    return lpt_partition(u, samples.lengths, a, b, max_count, samples.max_tokens, samples.padding, min_count=min_count)

@@ -325,7 +325,7 @@ class LoadBalancer:
         assert self.costs is not None, "assign needs lengths"
         samples = self.costs.samples(indices)
         owner = cost_partition(samples, self.curves[0], self.curves[1], self.caps,
-                               self.split(len(indices), self.batches))
+                               self.split(len(indices), self.batches), self.config.min_batch)
         return owner, samples
 
     def begin_cost_step(self, owner: np.ndarray, samples: RoundSamples, *, full: bool = True) -> None:
