@@ -66,7 +66,7 @@ class SampleCostConfig:
     lengths: LengthsConfig = param(help="distribution of sample lengths in tokens (file, lognormal, constant)",
                                    registry=length_configs)
     cost_linear: float = param(1.0, "a in c(L) = c0 + a L + b L^2 (only ratios of costs matter)", gt=0)
-    cost_quadratic: float | None = param(None, "b in c(L) = a L + b L^2 (null: a / (6 hidden_size), the attention "
+    cost_quadratic: float | None = param(None, "b in c(L) = c0 + a L + b L^2 (null: a / (6 hidden_size), the attention "
                                                "share of a transformer's FLOPs, Narayanan et al. SC'21)", ge=0)
     cost_per_sample: float = param(0.0, "c0 in c(L) = c0 + a L + b L^2: a fixed cost per sample whatever its length "
                                         "(per-sequence launches and bookkeeping; 0 for the FLOPs model)", ge=0)
@@ -83,5 +83,5 @@ class SampleCostConfig:
 
     @property
     def quadratic(self) -> float:
-        """b of ``c(L) = a L + b L^2``."""
+        """b of ``c(L) = c0 + a L + b L^2``."""
         return self.cost_quadratic if self.cost_quadratic is not None else self.cost_linear / (6.0 * self.hidden_size)
