@@ -197,6 +197,10 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
         )
     if getattr(scenario.scheme, "backup_workers", 0):
         raise InputError("scheme.backup_workers", "the runtime's all-reduce BSP has no backup workers; set it to 0")
+    if scenario.workload.sample_cost is not None:  # its models' samples all cost the same
+        raise InputError("workload.sample_cost", "lbsim train's models have no sequence lengths; remove the section "
+                                                 "(the DDP library balances lengths: LoadBalancer(lengths=...), "
+                                                 "benchmarks/bench_seqlen_runtime.py)")
     # data: (placement checked by the loader) and numerics.byzantine run in the synchronous loop
     # (runtime/loft.py) for every scheme; with bsp/static/lbbsp's batch-weighted mean nothing
     # defends against a Byzantine rank, which is what such a run shows.

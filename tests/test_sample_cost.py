@@ -198,3 +198,11 @@ def test_parameter_server_equal_lengths_are_the_count_model() -> None:
     today = _files({**_data({"name": "asp"}), "network": PS})
     equal = _files({**_data({"name": "asp"}, lengths={"name": "constant", "tokens": 50}), "network": PS})
     assert equal == today
+
+
+def test_lbsim_train_refuses_lengths_it_cannot_model(tmp_path, capsys) -> None:
+    out = tmp_path / "train"
+    assert main(["train", str(REPO / "scenarios" / "seqlen_mixed.yaml"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "workload.sample_cost" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
