@@ -55,6 +55,11 @@ def main() -> None:
     print(f"   cost-balanced LB-BSP recovers {(t_bsp - t_cost) / (t_bsp - t_ideal):.1%} of the gap BSP - ideal")
     print(f"   BSP per-round compute spread across ranks: median CoV {spread[0]:.2f}, median max/median {spread[1]:.2f} "
           "(ByteDance sequence-length job: 0.23, 1.42)")
+    for per in (32, 16, 8):  # ByteDance's job ran 32 data-parallel ranks
+        big = {"cluster.groups.0.count": 32, "workload.global_batch": 32 * per, "workload.sample_cost.max_tokens": 2**20}
+        _, _, spread32 = _rounds(lbsim.simulate(CONV, scheme="bsp", overrides=big))
+        print(f"   32 ranks x {per} samples: BSP per-round compute median CoV {spread32[0]:.2f}, "
+              f"max/median {spread32[1]:.2f}")
     pad = {"workload.sample_cost.batching": "padding"}
     for k, (s, o) in SCHEMES.items():
         r = lbsim.simulate(CONV, scheme=s, overrides={**o, **pad})
