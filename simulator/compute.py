@@ -2,7 +2,8 @@
 
 Worker ``w``'s iteration ``i`` on a batch of ``b`` samples, started at ``t``: nominal seconds
 ``t(b)`` (:meth:`lbsim.scenario.workers.WorkerSpec.iteration_s`: ``t0 + b / v`` or the tabulated
-curve, or with ``workload.sample_cost`` the work of the samples the iteration draws) times the iteration's multiplier (trace replay × natural jitter,
+curve, or with ``workload.sample_cost`` the work of the samples the iteration draws) times the
+iteration's multiplier (trace replay × natural jitter,
 :meth:`lbsim.contention.model.WorkerContention.iteration_factor`), integrated under the worker's
 time-varying slowdown (:meth:`~lbsim.contention.model.WorkerContention.compute_end`). The
 asynchronous and WBSP drivers, event path and fast path alike, call :func:`iteration_end_s`, so a

@@ -151,9 +151,9 @@ class WorkerColumns(Sequence[WorkerObservation]):
 def observation_columns(workers: Sequence[WorkerObservation], fields: Sequence[str] | None = None) -> dict[str, np.ndarray | None]:
     """Arrays (float64 / int64, index = worker) of the fields of the workers' observations.
 
-    ``fields`` limits which (default: all). ``oracle_slowdown`` is None unless every worker has
-    one, ``work`` unless every worker has one. The values are exactly the fields' values, so arithmetic on the arrays matches the same
-    arithmetic on the objects.
+    ``fields`` limits which (default: all). ``oracle_slowdown`` and ``work`` are None unless every
+    worker has one. The values are exactly the fields' values, so arithmetic on the arrays matches
+    the same arithmetic on the objects.
     """
     if isinstance(workers, WorkerColumns):
         return workers.arrays
