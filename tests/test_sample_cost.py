@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import yaml
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lbsim.cli import main
@@ -112,6 +112,7 @@ def test_per_token_weights_are_token_shares() -> None:
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.integers(1, 5000), min_size=1, max_size=80), st.integers(1, 5), st.integers(0, 2**16),
        st.booleans(), st.booleans())
+@example([1], 1, 0, True, False)  # one sample, padded: the bisection's upper end must cover it despite rounding
 def test_partition_respects_every_cap_and_hands_out_every_sample_once(lengths, n, seed, padding, capped) -> None:
     rng = np.random.default_rng(seed)
     ln = np.array(lengths, dtype=np.int64)

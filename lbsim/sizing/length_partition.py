@@ -162,7 +162,9 @@ def padded_runs(
             idx += k
         return sizes if idx == k_total else None
 
-    hi = max(float(a[i]) + float(b[i]) * k_total * (u[0] if u else 0.0) for i in range(n))
+    # twice the time of any worker taking everything: every worker then covers the batch by time,
+    # whatever the rounding of (T - a) / (b u)
+    hi = 2.0 * max(float(a[i]) + float(b[i]) * k_total * (u[0] if u else 0.0) for i in range(n)) + 1e-12
     best = runs(hi)
     if best is None:
         raise InfeasibleSplit(f"the padded batch fits no split (caps: {list(max_count)} samples, {max_tokens} tokens)")
