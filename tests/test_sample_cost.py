@@ -201,9 +201,11 @@ def test_parameter_server_equal_lengths_are_the_count_model() -> None:
     assert equal == today
 
 
-def test_lbsim_train_refuses_lengths_it_cannot_model(tmp_path, capsys) -> None:
+@pytest.mark.parametrize("args,key", [(["--set", "workload.sample_cost.gradient_mean=per_token"], "gradient_mean"),
+                                      (["--scheme", "asp", "--set", "network={name: parameter_server}"], "sample_cost")])
+def test_lbsim_train_refuses_what_its_loop_does_not_model(tmp_path, capsys, args, key) -> None:
     out = tmp_path / "train"
-    assert main(["train", str(REPO / "scenarios" / "seqlen_mixed.yaml"), "--out", str(out)]) == 2
+    assert main(["train", str(REPO / "scenarios" / "seqlen_mixed.yaml"), "--out", str(out), *args]) == 2
     err = capsys.readouterr().err
-    assert "workload.sample_cost" in err and len(err.strip().splitlines()) == 1
+    assert key in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
