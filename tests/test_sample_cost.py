@@ -201,11 +201,13 @@ def test_parameter_server_equal_lengths_are_the_count_model() -> None:
     assert equal == today
 
 
-@pytest.mark.parametrize("args,key", [(["--set", "workload.sample_cost.gradient_mean=per_token"], "gradient_mean"),
-                                      (["--scheme", "asp", "--set", "network={name: parameter_server}"], "sample_cost")])
-def test_lbsim_train_refuses_what_its_loop_does_not_model(tmp_path, capsys, args, key) -> None:
+@pytest.mark.parametrize("command,args,key", [
+    ("train", ["--set", "workload.sample_cost.gradient_mean=per_token"], "gradient_mean"),
+    ("train", ["--scheme", "asp", "--set", "network={name: parameter_server}"], "sample_cost"),
+    ("profile", [], "sample_cost"), ("validate", ["--schemes", "bsp"], "sample_cost")])
+def test_the_runtime_refuses_what_it_does_not_model(tmp_path, capsys, command, args, key) -> None:
     out = tmp_path / "train"
-    assert main(["train", str(REPO / "scenarios" / "seqlen_mixed.yaml"), "--out", str(out), *args]) == 2
+    assert main([command, str(REPO / "scenarios" / "seqlen_mixed.yaml"), "--out", str(out), *args]) == 2
     err = capsys.readouterr().err
     assert key in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
