@@ -92,7 +92,7 @@ def _type_name(tp: Any) -> str:
     if origin is tuple:
         return "a list"
     if origin in (Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in get_args(tp))
+        return " or ".join(dict.fromkeys(_type_name(a) for a in get_args(tp)))  # each kind once (variants: a mapping)
     if dataclasses.is_dataclass(tp):
         return "a mapping"
     return str(tp)

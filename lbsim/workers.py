@@ -11,14 +11,23 @@ scenario and checks it across sections) import it, never the other way round.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
 from lbsim.errors import InputError
 from lbsim.limits import short_repr
 
 Workers = Literal["all"] | tuple[int | str, ...]
 """A ``workers:`` selector: ``all``, or worker indices and instance types (:func:`select_workers`)."""
+
+
+
+class IterationWork(Protocol):
+    """What a worker needs of a per-sample cost model (``lbsim.samples.model.SampleModel``)."""
+
+    def iteration_work(self, worker: int, iteration: int, batch: int) -> float:
+        """The work, in reference samples, of ``worker``'s iteration ``iteration`` on ``batch`` samples."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -46,12 +55,29 @@ class WorkerSpec:
     intra_bandwidth_gbps: float | None = None  # None: no intra-node hop (alone on its node)
     intra_latency_s: float = 0.0
     compute_curve: ComputeCurve | None = None
+    # per-sample cost by length (workload.sample_cost), for the drivers that time one worker's
+    # iteration at a time (parameter server: async, wbsp); not part of the worker's identity
+    sample_cost: IterationWork | None = field(default=None, compare=False, repr=False)
+
+    def iteration_s(self, batch: int, iteration: int) -> float:
+        """Nominal compute of this worker's iteration ``iteration`` on ``batch`` samples: :meth:`compute_s`,
+        or with a sample-cost model the work of the samples it draws (``SampleModel.iteration_work``)."""
+        if self.sample_cost is None:
+            return self.compute_s(batch)
+        return self.compute_work_s(self.sample_cost.iteration_work(self.index, iteration, batch))
 
     def compute_s(self, batch: int) -> float:
         """Nominal (uncontended) compute time of one iteration: t(b) = t0 + b / X, or the curve."""
         if self.compute_curve is not None:
             return self.compute_curve.step_s(batch)
         return self.t0_s + batch / self.samples_per_s
+
+    def compute_work_s(self, work: float) -> float:
+        """:meth:`compute_s` of a batch whose work is ``work`` reference samples (lbsim.samples);
+        equal to ``compute_s(b)`` when ``work`` is the float of b."""
+        if self.compute_curve is not None:
+            return self.compute_curve.step_s(work)
+        return self.t0_s + work / self.samples_per_s
 
 
 @dataclass(frozen=True)

@@ -100,12 +100,21 @@ def _check_profile(scenario: Any, options: Any, nproc: int | None) -> int:
     probed, :mod:`lbsim.runtime.ps_probe`). Returns the ranks to start."""
     from dataclasses import replace
 
+    _no_sample_cost(scenario, "profile")
     workers = check_runnable(replace(scenario, scheme=scheme_configs()[BASELINE_SCHEME]()), options)
     ranks = world_size(workers, [scenario.scheme.kind])
     if nproc is not None and nproc != ranks:
         server = f" plus one for {scenario.scheme.kind}'s parameter server" if ranks > workers else ""
         raise InputError("--nproc", f"profiling this scenario takes {workers} workers{server}; give --nproc {ranks} or leave it out")
     return ranks
+
+
+def _no_sample_cost(scenario: Any, command: str) -> None:
+    """Profiling times the digits model, not the length-sensitive one ``lbsim train`` runs with sample costs."""
+    if scenario.workload.sample_cost is not None:
+        raise InputError("workload.sample_cost", f"lbsim {command} profiles the digits model, not the attention block "
+                                                 "lbsim train runs with sample costs; remove the section, or compare "
+                                                 "with benchmarks/bench_seqlen_runtime.py (docs/sample-cost.md)")
 
 
 def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[str, Any]]) -> int:
@@ -119,6 +128,7 @@ def validate(args: Any, out: Path, simulate_to: Callable[[Any, Path, str], dict[
     options = options_from_args(args)
     n = 0
     for name in names:  # everything is checked before anything runs
+        _no_sample_cost(_load(args, name), "validate")
         try:
             n = max(n, check_runnable(_load(args, name), options))
         except InputError as err:

@@ -194,6 +194,13 @@ def check_runnable(scenario: Any, options: RuntimeOptions, *, nproc: int | None 
         )
     if getattr(scenario.scheme, "backup_workers", 0):
         raise InputError("scheme.backup_workers", "the runtime's all-reduce BSP has no backup workers; set it to 0")
+    if scenario.workload.sample_cost is not None and (driver_of(name) != "sync" or getattr(scenario, "data", None)):
+        raise InputError("workload.sample_cost", "the runtime trains samples of different lengths (its attention "
+                                                 "block, runtime/tokens.py) in the synchronous loop only, without a "
+                                                 f"data: section; scheme {name!r} / data: remove one or the other")
+    if scenario.workload.sample_cost is not None and scenario.workload.sample_cost.gradient_mean != "per_sample":
+        raise InputError("workload.sample_cost.gradient_mean", "lbsim train records per-sample weights; valid here: "
+                                                               "per_sample (per_token: the DDP library, LoadBalancer)")
     # data: (placement checked by the loader) and numerics.byzantine run in the synchronous loop
     # (runtime/loft.py) for every scheme; with bsp/static/lbbsp's batch-weighted mean nothing
     # defends against a Byzantine rank, which is what such a run shows.

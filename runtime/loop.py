@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,18 +46,21 @@ from .loft import Byzantine, DataFetch, GradientExchange, LocalitySampler
 from .model import FlatModel, SGDState, TrainData
 from .records import FIELDS, F, RoundLog
 from .resources import ResourceReader
+from .tokens import SampleRounds, TokenModel
 
 
-def _observation(table: np.ndarray, k: int, t: float) -> RoundObservation:
-    """Round k's observation from the all-gathered rows (compute time: compute end - start - fetch)."""
+def _observation(table: np.ndarray, k: int, t: float, work: Any = None) -> RoundObservation:
+    """Round k's observation from the all-gathered rows (compute time: compute end - start - fetch);
+    ``work``: each rank's work in reference samples (a sample-cost run: rank 0's plan of the round)."""
     col = {name: table[:, F[name]].tolist() for name in
            ("batch", "start_s", "compute_end_s", "fetch_s", "cpu_available", "mem_available", "oracle_slowdown", "local")}
     compute_s = [float(e - s) - f for s, e, f in zip(col["start_s"], col["compute_end_s"], col["fetch_s"], strict=True)]
     return round_observation(k, t, col["batch"], compute_s, col["cpu_available"], col["mem_available"],
-                             oracle_slowdown=col["oracle_slowdown"], fetch_s=col["fetch_s"], local=col["local"])
+                             oracle_slowdown=col["oracle_slowdown"], fetch_s=col["fetch_s"], local=col["local"],
+                             work=None if work is None else [float(v) for v in work])
 
 
-def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel,
+def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec: LoopSpec, model: FlatModel | TokenModel,
              data: TrainData, cores: list[int] | None) -> LoopResult:
     r, n, dev = info.rank, info.world, info.device
     dtype = getattr(torch, spec.options.dtype)
@@ -80,12 +84,16 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
     if scheme is not None and getattr(scheme, "aggregation_rule", (rule, tolerance_f)) != (rule, tolerance_f):
         raise RuntimeError(f"scheme aggregation {scheme.aggregation_rule} differs from its config's {(rule, tolerance_f)}")
     exchange = GradientExchange(comm, rule, tolerance_f, model.n_params)
-    bt = torch.zeros(2 * n, dtype=torch.int64, device=dev)
+    costs = SampleRounds(spec.scenario, n)  # workload.sample_cost: each round's samples and who computes them
+    X = costs.width
+    bt = torch.zeros(2 * n + X, dtype=torch.int64, device=dev)
     if decider is not None:
         first, first_local = decider.initial()
-        bt[:] = torch.tensor([*first, *first_local], dtype=torch.int64)
+        first, owner0 = costs.plan(0, decider.scheme, first)
+        bt[:] = torch.tensor([*first, *(first if X else first_local), *owner0], dtype=torch.int64)
     comm.broadcast(bt, "broadcast of the initial batches")
-    batches, local = [int(v) for v in bt[:n].tolist()], [int(v) for v in bt[n:].tolist()]
+    batches, local = [int(v) for v in bt[:n].tolist()], [int(v) for v in bt[n:2 * n].tolist()]
+    owner = bt[2 * n:].cpu().numpy()
     reader = ResourceReader(cores)
     n_params = model.n_params
     cuda = dev.type == "cuda"
@@ -105,7 +113,13 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             fend = fetcher.read(t0, start, batches, local)
             idx = sampler.next(batches, local)
             x_r, total = batches[r], sum(batches)
-            if x_r > 0:
+            w_r, w_total = x_r, total  # this rank's weight in the update: samples (or tokens)
+            if X:
+                seqs, w_r, w_total = costs.mine(k, owner, r)
+                assert isinstance(model, TokenModel)
+                loss, g = model.loss_and_grad(w, seqs) if seqs else (math.nan, torch.zeros(n_params, dtype=dtype, device=dev))
+            elif x_r > 0:
+                assert isinstance(model, FlatModel)
                 ii = torch.from_numpy(idx).to(dev)
                 loss, g = model.loss_and_grad(w, data.X_train[ii], data.y_train[ii])
             else:
@@ -127,17 +141,22 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             table = comm.all_gather(torch.tensor(row, dtype=torch.float64, device=dev),
                                     "all_gather of the observations", k).cpu().numpy()
             fetcher.observe(table[:, F["compute_end_s"]])
-            tail = torch.zeros(2 * n + 1, dtype=dtype, device=dev)  # [next batches | next local counts | stop]
+            tail = torch.zeros(2 * n + 1 + X, dtype=dtype, device=dev)  # [next batches | next local | stop | next owners]
             if r == 0:
                 assert log is not None and decider is not None
                 log.add(table)
                 applied += sum(batches)
                 stop = spec.is_last(k, None, applied)
-                nxt, nxt_local = decider.with_local(tuple(batches)) if stop else decider.decide(_observation(table, k, cend))
+                work = costs.work_of(k) if X else None
+                nxt, nxt_local = decider.with_local(tuple(batches)) if stop else decider.decide(_observation(table, k, cend, work))
+                if X and not stop:
+                    nxt, nxt_owner = costs.plan(k + 1, decider.scheme, nxt)
+                    nxt_local = nxt
+                    tail[2 * n + 1:] = torch.tensor(nxt_owner, dtype=dtype)
                 tail[:2 * n] = torch.tensor([*nxt, *nxt_local], dtype=dtype)
                 tail[2 * n] = 1.0 if stop else 0.0
                 hb.progress(spec.fraction(k, cend, applied))
-            g_agg, tail = exchange.exchange(byzantine.apply(g), x_r, total, tail, k)
+            g_agg, tail = exchange.exchange(byzantine.apply(g), w_r, w_total, tail, k)
             if budget_s is not None:  # the update is made at the all-reduce's end, and only before the budget
                 late = torch.zeros(1, dtype=dtype, device=dev)
                 if r == 0:
@@ -152,6 +171,7 @@ def run_loop(info: RankInfo, comm: Comm, hb: Heartbeat, hook: FailureHook, spec:
             opt.step(w, g_agg, total)
             decided = [int(round(v)) for v in tail.tolist()]
             batches, local = decided[:n], decided[n:2 * n]
+            owner = np.array(decided[2 * n + 1:], dtype=np.int64)
             multiplier = next_multiplier
             k += 1
             hb.beat(k)

@@ -107,7 +107,11 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
             workers = resolve_run(scenario).workers  # resolved once, by the loader's checks
             training = training_config(scenario, job.options)
             data = load_data(training, dtype=getattr(torch, job.options.dtype), device=info.device)
-            model = FlatModel(training, data.n_features, data.n_classes)
+            model: Any = FlatModel(training, data.n_features, data.n_classes)
+            if scenario.workload.sample_cost is not None and task.kind != "profile":  # lengths: the attention block
+                from lbsim.runtime.tokens import TokenModel
+
+                model = TokenModel(per_token=False)
             if task.kind == "profile":
                 sets, probe = None, None
                 if info.world > n:  # the parameter server's costs, all ranks (rank 0 gets them)
@@ -188,7 +192,8 @@ def _train(info: Any, comm: Any, hb: Any, hook: Any, job: Job, task: Task, scena
     extra["runtime"] = {
         "backend": info.backend, "device": str(info.device), "world_size": info.world, "contention": job.options.contention,
         "threads_per_rank": job.options.threads, "pinned_cores": cores is not None,
-        "dataset": training.dataset, "model": training.model, "hidden": training.hidden if training.model == "mlp" else None,
+        "dataset": training.dataset if not hasattr(model, "per_token") else "synthetic tokens (workload.sample_cost)",
+        "model": training.model if not hasattr(model, "per_token") else "attention block (runtime/tokens.py)", "hidden": training.hidden if training.model == "mlp" else None,
         "parameters": model.n_params, "dtype": job.options.dtype, "lr": training.lr,
         "replicas_identical": None if ps else res.replicas_identical, "decision_s_mean": float(f"{res.decision_s:.6g}"),
         "parameter_server_rank": recorder if ps else None, "notes": res.notes,

@@ -47,6 +47,9 @@ from lbsim.contention.model import WorkerContention, combined_factor, jitter_blo
 from lbsim.contention.sources import StepSource
 from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES
 from lbsim.network.overlap import exposed_comm_s
+from lbsim.schemes.sample_plan import plan_round, update_weights
+from lbsim.samples.model import SampleModel
+from lbsim.samples.rounds import RoundPlan
 from lbsim.scenario.sections import AllReduceConfig
 from lbsim.schemes.base import RoundObservation, WorkerColumns, as_sync
 from lbsim.simulator.env import SimEnv
@@ -144,6 +147,12 @@ class FastSync:
         self.network = _Segments([c.network for c in env.contention])
         self.factors = _Factors(env.contention)
 
+    @staticmethod
+    def _weights(model: SampleModel | None, batches: tuple[int, ...], plan: RoundPlan, order: np.ndarray) -> np.ndarray:
+        """The update's weights in record order (:func:`lbsim.schemes.sample_plan.update_weights`, as SyncDriver)."""
+        weights = update_weights(model, batches, plan.tokens, order.tolist())
+        return np.array([weights[w] for w in order.tolist()])
+
     def _ring_s(self, now: float) -> float:
         """:func:`lbsim.simulator.network.ring_allreduce_s` (the same plan), starting at ``now``."""
         if self.n <= 1:
@@ -156,7 +165,12 @@ class FastSync:
         numerics = env.numerics
         workers = np.arange(n, dtype=np.int64)
         order = workers.copy()  # the order the workers' compute events fire in on ties
+        model = self.env.resolved.context.sample_cost
+        max_batch = self.env.resolved.context.max_batch
         batch_tuple = tuple(scheme.initial_batches())
+        plan = None if model is None else plan_round(model, 0, scheme, batch_tuple, max_batch)
+        if plan is not None:
+            batch_tuple = plan.batches
         batches = np.array(batch_tuple, dtype=np.int64)
         factors = self.factors.draw(0)
         t = 0.0
@@ -164,9 +178,12 @@ class FastSync:
         zeros = np.zeros(n)
         while env.may_update():
             # -- compute: every worker starts at t ------------------------------------------
-            work = (self.t0 + batches / self.speed) * factors
+            units = batches if plan is None else plan.work  # the batch's work (lbsim.samples: units of c(L_ref))
+            work = (self.t0 + units / self.speed) * factors
             for w in self.curves:  # WorkerSpec.compute_s with a tabulated curve
-                work[w] = self.env.workers[w].compute_s(int(batches[w])) * factors[w]
+                spec = self.env.workers[w]
+                work[w] = (spec.compute_s(int(batches[w])) if plan is None else spec.compute_work_s(float(units[w]))) \
+                    * factors[w]
             f = self.compute.at(t)
             lf = work * f
             end = t + lf
@@ -204,7 +221,8 @@ class FastSync:
                 "update": np.full(n, update, dtype=np.int64), "start_s": np.full(n, t),
                 "compute_s": cs, "comm_s": np.full(n, comm), "wait_s": ((update_s - t) - cs - comm) - 0.0,
                 "end_s": np.full(n, update_s), "batch": b, "staleness": np.zeros(n, dtype=np.int64),
-                "dropped": np.zeros(n, dtype=bool), "weight": b / samples, "fetch_s": zeros,
+                "dropped": np.zeros(n, dtype=bool), "fetch_s": zeros,
+                "weight": b / samples if plan is None else self._weights(model, batch_tuple, plan, order),
                 "cut": np.zeros(n, dtype=bool),  # the ring ends at the update: nothing is cut
             })
             if final:
@@ -217,8 +235,12 @@ class FastSync:
                 worker=workers, batch=batches, compute_s=end - t, comm_s=zeros, wait_s=zeros,
                 cpu_available=np.minimum(1.0, 1.0 / f_next), oracle_slowdown=f_next * factors,
                 fetch_s=zeros, local_samples=batches, remote_samples=np.zeros(n, dtype=np.int64),
+                work=None if plan is None else plan.work,
             )
             new = tuple(scheme.next_batches(RoundObservation(update, update_s, obs)))
+            if model is not None:
+                plan = plan_round(model, r + 1, scheme, new, max_batch)
+                new = plan.batches
             if new != batch_tuple:
                 batch_tuple = new
                 batches = np.array(new, dtype=np.int64)

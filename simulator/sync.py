@@ -35,6 +35,8 @@ import simpy
 from lbsim.metrics.records import IterationRecord
 from lbsim.metrics.run_end import cut_row
 from lbsim.network.overlap import exposed_comm_s
+from lbsim.schemes.sample_plan import plan_round, update_weights
+from lbsim.samples.rounds import RoundPlan
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation, as_sync
 
@@ -61,6 +63,8 @@ class Round:
     starts: dict[int, tuple[float, int]] = field(default_factory=dict)  # worker -> (its start, its iteration)
     pulls: dict[int, float] = field(default_factory=dict)  # worker -> when its pull started
     local: tuple[int, ...] = ()  # each worker's local samples (the rest of its batch is remote)
+    plan: RoundPlan | None = None  # the round's samples by worker (workload.sample_cost), else None
+    weights: dict[int, float] | None = None  # the update's weight of each contributor (with a plan)
 
 
 class SyncDriver:
@@ -72,7 +76,9 @@ class SyncDriver:
         self.plan = allreduce_plan(env, net) if self.ps is None else None  # type: ignore[arg-type]
         self.overlap = env.resolved.overlap
         self.fetcher = Fetcher(env, env.data) if env.data is not None else None
+        self.samples = env.resolved.context.sample_cost
         self._next_batches = tuple(self.scheme.initial_batches())
+        self._next_plan = self._plan(0)
         self._next_local = self._local(self._next_batches)
         self._next_factors = self._draw_factors(0)
         self.open = self._open_round(0)
@@ -83,13 +89,21 @@ class SyncDriver:
         """Round r's compute multipliers, drawn when the round is decided (each worker's own stream)."""
         return tuple(c.iteration_factor(r) for c in self.env.contention)
 
+    def _plan(self, r: int) -> RoundPlan | None:
+        """Round r's samples by worker (:func:`lbsim.schemes.sample_plan.plan_round`); sets the round's batches."""
+        if self.samples is None:
+            return None
+        plan = plan_round(self.samples, r, self.scheme, self._next_batches, self.env.resolved.context.max_batch)
+        self._next_batches = plan.batches
+        return plan
+
     def _local(self, batches: tuple[int, ...]) -> tuple[int, ...]:
         """Each worker's local samples for ``batches`` (all of them when data are local and free)."""
         return batches if self.fetcher is None else self.fetcher.local_samples(batches, self.scheme)
 
     def _open_round(self, r: int) -> Round:
         return Round(r, self._next_batches, self._next_factors, self.env.event(), set(range(self.env.n)),
-                     local=self._next_local)
+                     local=self._next_local, plan=self._next_plan)
 
     def worker(self, w: int) -> Generator[Any, Any, None]:
         """Worker ``w``'s process: pull, compute, push, wait at the barrier, round after round."""
@@ -101,7 +115,8 @@ class SyncDriver:
             batch = rs.batches[w]
             start = env.now
             rs.starts[w] = (start, it)
-            work_s = spec.compute_s(batch) * rs.factors[w]
+            work_s = (spec.compute_s(batch) if rs.plan is None else spec.compute_work_s(float(rs.plan.work[w]))) \
+                * rs.factors[w]
             compute_start = start  # compute starts when the batch's samples are in
             compute_end = cont.compute_end(start, work_s) if self.fetcher is None else math.inf
             comm = 0.0
@@ -143,7 +158,7 @@ class SyncDriver:
                     worker=w, iteration=it, update=-1 if dropped else rs.update, start_s=start,
                     compute_s=compute_s, comm_s=comm, wait_s=end - start - compute_s - comm - fetch_s,
                     end_s=end, batch=batch, staleness=0, dropped=dropped,
-                    weight=0.0 if dropped else batch / rs.samples, fetch_s=fetch_s,
+                    weight=0.0 if dropped else self._weight(rs, w), fetch_s=fetch_s,
                     cut=rs.final and self.ps is not None,
                 )
             )
@@ -180,6 +195,8 @@ class SyncDriver:
             return
         rs.samples = sum(rs.batches[w] for w in rs.contributed)
         rs.update = env.record_update(rs.samples, len(rs.contributed))
+        if rs.plan is not None:
+            rs.weights = update_weights(self.samples, rs.batches, rs.plan.tokens, rs.contributed)
         if env.numerics is not None:
             env.numerics.sync_update([(w, rs.batches[w], rs.local[w]) for w in rs.contributed], env.now)
         rs.final = not env.may_update()
@@ -191,6 +208,7 @@ class SyncDriver:
         if not rs.final:
             self._next_factors = self._draw_factors(rs.index + 1)
             self._next_batches = tuple(self.scheme.next_batches(self._observe(rs)))
+            self._next_plan = self._plan(rs.index + 1)
             self._next_local = self._local(self._next_batches)
             self.open = self._open_round(rs.index + 1)
         rs.done.succeed()
@@ -205,8 +223,13 @@ class SyncDriver:
             comm = end_s - rs.ring_start_s if self.ps is None else comm_s + (end_s - pull if pull is not None else 0.0)
             return cut_row(worker=w, iteration=it, update=rs.update, start_s=start, end_s=end_s,
                            compute_s=compute_s, comm_s=comm, fetch_s=fetch_s, batch=rs.batches[w], staleness=0,
-                           weight=rs.batches[w] / rs.samples)
+                           weight=self._weight(rs, w))
         return row
+
+    @staticmethod
+    def _weight(rs: Round, w: int) -> float:
+        """Worker w's weight in round ``rs``'s update (it contributed)."""
+        return rs.batches[w] / rs.samples if rs.weights is None else rs.weights[w]
 
     def _observe(self, rs: Round) -> RoundObservation:
         env = self.env
@@ -221,6 +244,7 @@ class SyncDriver:
                     cpu_available=cont.cpu_available(env.now),
                     oracle_slowdown=cont.compute_factor(env.now) * self._next_factors[w],
                     fetch_s=fetch_s, local_samples=rs.local[w], remote_samples=rs.batches[w] - rs.local[w],
+                    work=None if rs.plan is None else float(rs.plan.work[w]),
                 )
             )
         return RoundObservation(rs.update, env.now, tuple(obs))

@@ -4,8 +4,8 @@ The core reads top-down. From the ground up:
 
 0. **ground** — typed field loading, errors, limits, random streams, the version, the worker model
    (``WorkerSpec``, worker selectors): what every model and config is written in;
-1. **models** — pure formulas and decisions: network, contention (its config and its integration),
-   sizing, schemes, numerics, metrics, data fetch, aggregation rules, the unit of work, statistics;
+1. **models** — pure formulas and decisions: network, contention (its config and its integration), samples,
+   sizing, schemes, per-sample cost, numerics, metrics, data fetch, aggregation rules, the unit of work, statistics;
 2. **scenario** — the scenario's sections, catalog, loading and resolving (which builds the models),
    and the engine contract (``engine.py``: a checked Scenario in, a ``RunResult`` out);
 3. **records** — what a run leaves and how it is shown: output files, provenance, the run folder,
@@ -29,8 +29,8 @@ from test_import_circles import _circles, _edges, _module_files
 
 FLOORS: list[tuple[str, tuple[str, ...]]] = [
     ("ground", ("errors", "fields", "limits", "rng", "version", "workers")),
-    ("models", ("aggregation", "contention", "fetch", "metrics", "network", "numerics", "schemes", "sizing", "stats",
-                "update_work")),
+    ("models", ("aggregation", "contention", "fetch", "metrics", "network", "numerics", "samples", "schemes", "sizing",
+                "stats", "update_work")),
     ("scenario", ("engine", "scenario")),
     ("records", ("arguments", "file_kinds", "notices", "output", "plots", "progress", "provenance", "results",
                  "recording", "run_folder", "shell", "tables")),

@@ -20,6 +20,7 @@ from lbsim.contention.config import TraceContention
 from lbsim.errors import InputError
 from lbsim.fields import parse, to_data
 from lbsim.limits import MAX_YAML_BYTES, MAX_YAML_NODES, exceeds_values
+from lbsim.samples.config import FileLengths
 from lbsim.scenario.overrides import apply_overrides, parse_yaml, yaml_error_text
 from lbsim.scenario.resolve import check_scenario
 from lbsim.scenario.schema import Scenario
@@ -125,6 +126,10 @@ def _absolute_traces(scenario: Scenario, base_dir: Path) -> Scenario:
         replace(c, path=str((base_dir / c.path).resolve())) if isinstance(c, TraceContention) else c
         for c in scenario.contention
     )
+    cost = scenario.workload.sample_cost
+    if cost is not None and isinstance(cost.lengths, FileLengths):  # a lengths file, like a trace
+        lengths = replace(cost.lengths, path=str((base_dir / cost.lengths.path).resolve()))
+        scenario = replace(scenario, workload=replace(scenario.workload, sample_cost=replace(cost, lengths=lengths)))
     return replace(scenario, contention=items)
 
 
@@ -152,7 +157,7 @@ def scenario_data(scenario: Scenario) -> dict[str, Any]:
 
 # keys added after scenarios were first written out, left out of the resolved text at their default
 _LATER_DEFAULTS: dict[str, dict[str, Any]] = {
-    "workload": {"overlap": None},
+    "workload": {"overlap": None, "sample_cost": None},
     "group": {"workers_per_node": 1, "nic_latency_s": None, "intra_bandwidth_gbps": None, "intra_latency_s": None,
               "shared_node_slowdown": None, "compute_curve": None, "nics_per_node": 1},
     "ring_allreduce": {"algorithm": "ring", "nccl": None, "ring_latency": "slowest_hop"},

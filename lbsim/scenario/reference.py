@@ -9,6 +9,7 @@ from __future__ import annotations
 from lbsim.contention.config import contention_configs
 from lbsim.fields import help_rows
 from lbsim.scenario.calibration_config import CalibrationDomain, CalibrationInfo, CalibrationInterval
+from lbsim.samples.config import SampleCostConfig, length_configs
 from lbsim.scenario.data import DataConfig, DataPlacement, StorageNode
 from lbsim.scenario.nccl_section import NcclModel, NcclProtocol
 from lbsim.scenario.schema import Scenario
@@ -24,6 +25,12 @@ Unknown keys are errors. Any key can be overridden on the command line with
 `--set cluster.groups.0.count=4`). Sections picked by `name:` are listed per variant.
 """
 
+
+SAMPLE_COST_INTRO = (
+    "Optional (default `null`: every sample costs the same). Samples of different lengths: each round's "
+    "samples are a seeded draw from the length distribution, a sample of L tokens costs c(L) / c(L_ref) "
+    "reference samples with c(L) = c0 + a L + b L^2 (docs/sample-cost.md)."
+)
 
 DATA_INTRO = (
     "Optional (default `null`: data are local and free, no fetch stage). Each worker reads its batch's "
@@ -90,6 +97,11 @@ def reference_markdown() -> str:
     ])
     lines += ["## `workload`", ""] + _table(help_rows(Workload, "workload."))
     lines += ["### `workload.overlap`", "", OVERLAP_INTRO, ""] + _table(help_rows(Overlap, "workload.overlap."))
+    lines += ["### `workload.sample_cost`", "", SAMPLE_COST_INTRO, ""] + _table(
+        help_rows(SampleCostConfig, "workload.sample_cost."))
+    for name, cls in sorted(length_configs().items()):
+        lines += [f"#### `workload.sample_cost.lengths: {{name: {name}}}`", "", (cls.__doc__ or "").strip().splitlines()[0], ""]
+        lines += _table(help_rows(cls, "workload.sample_cost.lengths."))
     lines += ["## `cluster`", ""] + _table(help_rows(Cluster, "cluster."))
     lines += ["### `cluster.groups[]`", "", NODES_INTRO, ""] + _table(help_rows(WorkerGroup, "cluster.groups[]."))
     lines += ["## `data`", "", DATA_INTRO, ""] + _table(help_rows(DataConfig, "data."))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from lbsim.contention.model import WorkerContention, build_contention
@@ -28,6 +28,7 @@ from lbsim.errors import InputError
 from lbsim.fetch import DataLayout
 from lbsim.limits import MAX_WORKER_ITERATIONS, MAX_WORKERS, short_repr
 from lbsim.network.overlap import OverlapParams, node_compute_factor
+from lbsim.samples.model import sample_model
 from lbsim.scenario import catalog
 from lbsim.scenario.data import resolve_data
 from lbsim.scenario.schema import Scenario
@@ -143,11 +144,21 @@ def check_scenario(scenario: Scenario) -> tuple[WorkerSpec, ...]:
     if needs_parameter_server(scenario.scheme) and not isinstance(scenario.network, ParameterServerConfig):
         what = f"scheme {cls.name}" if not synchronous else "scheme.backup_workers"
         raise InputError("network.name", f"{what} needs a parameter server; valid here: parameter_server")
+    _check_sample_cost(scenario)
     build_contention(scenario, workers)  # reads and checks every trace file
     data = resolve_data(scenario.data, workers)  # data placement: coverage, shares sum to <= 1
     run = _resolved(scenario, workers, data)
     run.scheme()  # a scheme may reject the cluster (e.g. memory caps)
     return workers
+
+
+def _check_sample_cost(scenario: Scenario) -> None:
+    """A sample-cost model needs throughput mode (lengths read in ``_context``)."""
+    if scenario.workload.sample_cost is None:
+        return
+    if scenario.numerics.enabled:
+        raise InputError("numerics.enabled", "the simulated model's numerics do not model sequence lengths; "
+                                             "turn numerics off or drop workload.sample_cost")
 
 
 def _check_open_ended(scenario: Scenario, workers: tuple[WorkerSpec, ...]) -> None:
@@ -205,7 +216,10 @@ _RESOLVED: weakref.WeakKeyDictionary[Scenario, tuple[Any, ...]] = weakref.WeakKe
 
 
 def _resolved(scenario: Scenario, workers: tuple[WorkerSpec, ...], data: DataLayout | None) -> ResolvedRun:
-    parts = (workers, data, _context(scenario, workers, data), gradient_bytes(scenario), overlap_params(scenario))
+    context = _context(scenario, workers, data)
+    if context.sample_cost is not None:  # the per-iteration drivers time each worker's own draw
+        workers = tuple(replace(w, sample_cost=context.sample_cost) for w in workers)
+    parts = (workers, data, context, gradient_bytes(scenario), overlap_params(scenario))
     _RESOLVED[scenario] = parts
     return ResolvedRun(scenario, *parts)
 
@@ -228,6 +242,7 @@ def _context(scenario: Scenario, workers: tuple[WorkerSpec, ...], data: DataLayo
         kinds=tuple(w.kind for w in workers),
         seed=scenario.seed,
         data=data,
+        sample_cost=None if (cost := scenario.workload.sample_cost) is None else sample_model(cost, scenario.seed),
     )
 
 

@@ -20,6 +20,7 @@ from lbsim.fields import param
 from lbsim.network.collectives import NetworkAlgorithm
 from lbsim.network.ring_latency import RingLatency
 from lbsim.scenario.nccl_section import NcclModel
+from lbsim.samples.config import SampleCostConfig
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class Workload:
     gradient_bytes: int | None = param(None, "bytes pushed per gradient (null: the model profile's)", gt=0)
     overlap: Overlap | None = param(None, "overlap of the gradient all-reduce with backward (null: the model profile's; "
                                           "the catalog's models have none)")
+    sample_cost: SampleCostConfig | None = param(None, "per-sample cost by sequence length (null: every sample costs "
+                                                       "the same; docs/sample-cost.md)")
 
     def check(self) -> None:
         """At least one stop is set: updates, samples or a time budget (the first one reached ends the run)."""

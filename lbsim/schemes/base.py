@@ -17,7 +17,7 @@ Three families, told apart by the scheme class's ``driver`` (:data:`Driver`) alo
 * :class:`WBSPScheme` — workers keep taking local steps; a round closes at the designated slowest
   worker's upload (:meth:`WBSPScheme.on_upload`).
 
-Optional capabilities, checked with ``isinstance``: :class:`LocalityAware`,
+Optional capabilities, checked with ``isinstance``: :class:`LocalityAware`, :class:`LengthAware`,
 :class:`RobustAggregation`, :class:`DecisionLog`.
 """
 
@@ -30,6 +30,8 @@ from typing import Any, ClassVar, Literal, Protocol, cast, runtime_checkable
 import numpy as np
 
 from lbsim.fetch import DataLayout
+from lbsim.samples.model import SampleModel
+from lbsim.samples.rounds import RoundSamples
 
 WorkerKind = Literal["gpu", "cpu"]
 Driver = Literal["sync", "async", "wbsp"]
@@ -48,6 +50,7 @@ class SchemeContext:
     kinds: tuple[WorkerKind, ...]
     seed: int = 0
     data: DataLayout | None = None  # where the data lives (None: local and free); see lbsim.fetch
+    sample_cost: SampleModel | None = None  # per-sample cost by length (None: every sample costs the same)
 
     @property
     def workers(self) -> int:
@@ -72,6 +75,9 @@ class WorkerObservation:
     fetch_s: float = 0.0  # time reading the batch's samples before compute (0 when data are local and free)
     local_samples: int = 0  # samples of the batch read from the worker's own shard
     remote_samples: int = 0  # samples of the batch read from the storage node
+    # the batch's work in reference-sample units (workload.sample_cost: the sum of c(L)/c(L_ref)
+    # over its samples, or padded); None without a sample-cost model (then the work is the batch)
+    work: float | None = None
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,9 @@ class RoundObservation:
 OBSERVATION_FIELDS: tuple[tuple[str, type], ...] = (
     ("worker", int), ("batch", int), ("compute_s", float), ("comm_s", float), ("wait_s", float),
     ("cpu_available", float), ("mem_available", float), ("oracle_slowdown", float), ("fetch_s", float),
-    ("local_samples", int), ("remote_samples", int),
+    ("local_samples", int), ("remote_samples", int), ("work", float),
 )
+_OPTIONAL_FIELDS = ("oracle_slowdown", "work")  # None for every worker when the engine has no value
 
 
 class WorkerColumns(Sequence[WorkerObservation]):
@@ -112,7 +119,7 @@ class WorkerColumns(Sequence[WorkerObservation]):
         self.arrays: dict[str, np.ndarray | None] = {}
         for name, kind in OBSERVATION_FIELDS:
             a = arrays.get(name)
-            if a is None and name not in ("mem_available", "oracle_slowdown"):
+            if a is None and name not in ("mem_available", *_OPTIONAL_FIELDS):
                 raise ValueError(f"WorkerColumns needs {name}")
             if a is None and name == "mem_available":
                 a = np.ones(n)
@@ -144,9 +151,9 @@ class WorkerColumns(Sequence[WorkerObservation]):
 def observation_columns(workers: Sequence[WorkerObservation], fields: Sequence[str] | None = None) -> dict[str, np.ndarray | None]:
     """Arrays (float64 / int64, index = worker) of the fields of the workers' observations.
 
-    ``fields`` limits which (default: all). ``oracle_slowdown`` is None unless every worker has
-    one. The values are exactly the fields' values, so arithmetic on the arrays matches the same
-    arithmetic on the objects.
+    ``fields`` limits which (default: all). ``oracle_slowdown`` and ``work`` are None unless every
+    worker has one. The values are exactly the fields' values, so arithmetic on the arrays matches
+    the same arithmetic on the objects.
     """
     if isinstance(workers, WorkerColumns):
         return workers.arrays
@@ -155,7 +162,7 @@ def observation_columns(workers: Sequence[WorkerObservation], fields: Sequence[s
         if fields is not None and name not in fields:
             continue
         values = [getattr(o, name) for o in workers]  # a list, then one conversion: the fastest way
-        if name == "oracle_slowdown" and any(v is None for v in values):
+        if name in _OPTIONAL_FIELDS and any(v is None for v in values):
             out[name] = None
             continue
         out[name] = np.array(values, dtype=np.int64 if kind is int else np.float64)
@@ -216,6 +223,21 @@ def local_counts(scheme: object, layout: DataLayout | None, batches: Sequence[in
             raise RuntimeError(f"scheme's local samples {chosen} do not fit its batches {tuple(batches)}")
         return chosen
     return tuple(layout.default_local(w, int(b)) for w, b in enumerate(batches))
+
+
+@runtime_checkable
+class LengthAware(Protocol):
+    """Optional for a :class:`SyncScheme`: it decides which of a round's samples each worker computes.
+
+    With a sample-cost model (``workload.sample_cost``) the engine draws each round's samples and
+    asks, right after the round's batches were decided, for the owner of every sample; the batches
+    the round runs are then the owners' counts. Without it, samples are handed out in draw order
+    (:func:`lbsim.samples.rounds.contiguous_owner`).
+    """
+
+    def assign_samples(self, samples: RoundSamples) -> np.ndarray:
+        """``owner[j]``: the worker that computes sample j of the round (int64, one per sample)."""
+        ...
 
 
 @runtime_checkable

@@ -26,6 +26,13 @@ observation per window of m rounds (the mean of its compute times) and its decis
 L windows later — how :mod:`lbsim.runtime.ddp`'s balancer runs it (m = 4, L = 2 by default), so the
 simulator can predict what the library buys.
 
+Cost balance (``balance: cost``, with ``workload.sample_cost``; beyond the paper, which counts
+samples): the curves are fitted on each batch's *work* ``U_i = sum_j c(L_j) / c(L_ref)`` instead of
+its count, and at the barrier, knowing the next round's samples and their lengths, the scheme
+partitions them so the predicted ``t_i(U_i) = a_i + b_i U_i`` equalise within the caps in samples and
+tokens (:mod:`lbsim.sizing.length_partition`). With every sample of a round costing the same it
+keeps the count split, which then is exactly the same decision.
+
 Our choices where the paper is silent (all parameters): the first round uses the nominal
 catalog curves (``initial: nominal``) or an even split (``initial: even``); prediction error is
 reported as the error of the predicted compute time of the batch actually given (for ``gpu``,
@@ -43,10 +50,12 @@ from lbsim.errors import InputError
 from lbsim.fields import param
 from lbsim.limits import MAX_HISTORY
 from lbsim.rng import stream
+from lbsim.samples.rounds import RoundSamples, contiguous_owner, per_worker
 from lbsim.schemes.base import RoundObservation, SchemeContext, observation_columns
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.affine_fit import AffineFitBank
 from lbsim.sizing.gpu_step import GpuStepRule
+from lbsim.sizing.length_partition import cost_partition
 from lbsim.sizing.narx import NarxParams
 from lbsim.sizing.predictors import PredictorBank
 from lbsim.sizing.split import InfeasibleSplit, even_split, proportional_split
@@ -71,6 +80,10 @@ class LBBSPConfig:
     dead_band: float = param(0.05, "gpu: no move while (slowest - leader) / slowest is below this", ge=0, le=1)
     fit_history: int = param(20, "gpu_model: observations kept per worker for the fit", ge=2, le=MAX_HISTORY)
     fit_decay: float = param(0.8, "gpu_model: weight decay per iteration of age in the fit", gt=0, le=1)
+    balance: Literal["count", "cost"] = param(
+        "count", "count: equalise t(batch) over sample counts (the paper's rule); cost: fit t(work) on each batch's "
+                 "work in reference samples and partition the next round's samples by their lengths so predicted "
+                 "times equalise (LPT + moves, within the caps; needs workload.sample_cost)")
     split_dead_band: float = param(0.0, "cpu, gpu_model, auto: keep the current split unless the new one shortens the predicted "
                                    "step (slowest worker) by more than this fraction (0: re-split every round, the paper's rule)",
                                    ge=0, le=1)
@@ -134,6 +147,16 @@ class LBBSP:
         except InfeasibleSplit as err:
             raise InputError("workload.global_batch", str(err)) from None
         self.predicted_s = self.t0 + self.inv_speed * np.array(self._batches)
+        self.cost_aware = config.balance == "cost"
+        self._curves = (self.t0, self.inv_speed)  # the predicted t_i(work) = a_i + b_i work of the next round
+        if self.cost_aware:
+            if ctx.sample_cost is None:
+                raise InputError("scheme.balance", "cost needs workload.sample_cost (the samples' lengths); valid here: count")
+            if config.variant == "gpu":
+                raise InputError("scheme.balance", "cost needs predicted t(work) curves: variant cpu, gpu_model or auto, not gpu")
+            if config.decide_every > 1 or config.decision_lag > 0:
+                raise InputError("scheme.balance", "cost partitions each round's own samples with the curves of the round "
+                                 "before: it needs decide_every 1 and decision_lag 0; valid with a slower rhythm: count")
         step0 = config.step0 or max(1, ctx.global_batch // (4 * n))
         self.step_rule = GpuStepRule(
             self._batches, ctx.max_batch, step0=step0, window=config.window,
@@ -152,7 +175,9 @@ class LBBSP:
         return self._batches
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
-        obs = observation_columns(observation.workers, self._fields)
+        obs = observation_columns(observation.workers, self._fields + (("work",) if self.cost_aware else ()))
+        if self.cost_aware:  # the curves are fitted on each batch's work, not its sample count
+            obs = {**obs, "batch": obs["work"]}
         if self._windowed:
             return self._window_round(obs)
         return self._decide(obs)
@@ -204,7 +229,34 @@ class LBBSP:
                 batches = self._batches
         self._batches = tuple(batches)
         self.predicted_s = a + b * np.array(self._batches)
+        self._curves = (a, b)
         return self._batches
+
+    def assign_samples(self, samples: RoundSamples) -> np.ndarray:
+        """Who computes which of the round's samples (:class:`~lbsim.schemes.base.LengthAware`).
+
+        Count balance hands them out in draw order by the decided batches. Cost balance partitions
+        them so the predicted ``a_i + b_i U_i`` equalise (:func:`lbsim.sizing.length_partition.lpt_partition`),
+        except when every sample costs the same: then the count split already is the equal-finish
+        split, and it is kept (so equal lengths give exactly the count rule's run)."""
+        if not self.cost_aware:
+            return contiguous_owner(self._batches)
+        a, b = self._curves
+        try:
+            owner = cost_partition(samples, a, b, self.ctx.max_batch, self._batches, self.cfg.min_batch)
+        except InfeasibleSplit as err:
+            raise RuntimeError(f"lbbsp cost balance: {err}") from None
+        u = samples.units
+        if u.size and not bool(np.all(u == u[0])):  # equal costs keep the count split and its prediction
+            plan = per_worker(samples, owner, self.ctx.workers)
+            self._batches = plan.batches
+            self.predicted_s = a + b * plan.work
+        return owner
+
+    @property
+    def curves(self) -> tuple[np.ndarray, np.ndarray]:
+        """The predicted ``t_i(U) = a_i + b_i U`` of the next round, as ``(a, b)`` (U: work in reference samples)."""
+        return self._curves
 
     def _gains(self, a: np.ndarray, b: np.ndarray, batches: tuple[int, ...], band: float) -> bool:
         """The split ``batches`` shortens the predicted step of the current one by more than ``band`` of it."""

@@ -47,17 +47,21 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
 from lbsim.runtime.ddp.decision import Decider, round_observation
 from lbsim.runtime.ddp.hook import weighted_sum_hook
 from lbsim.runtime.ddp.inject import SlowedRank
+from lbsim.runtime.ddp.lengths import Lengths, SampleCosts
 from lbsim.runtime.ddp.timing import Lap, StepClock
 from lbsim.runtime.resources import ResourceReader
+from lbsim.samples.rounds import RoundSamples, per_worker
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.lbbsp import LBBSPConfig
 from lbsim.schemes.registry import build_scheme
+from lbsim.sizing.length_partition import cost_partition
 from lbsim.sizing.split import proportional_split
 
 VARIANTS = ("auto", "cpu", "gpu", "gpu_model")
@@ -87,7 +91,10 @@ class LoadBalancer:
     def __init__(self, global_batch: int, *, variant: str = "auto", predictor: str = "ema", seed: int = 0,
                  max_batch: int | None = None, samples_per_s: float | None = None, group: Any = None,
                  device: torch.device | None = None, slowed: SlowedRank | None = None, decide_every: int = 4,
-                 lag: int = 2, **options: Any) -> None:
+                 lag: int = 2, lengths: Lengths | None = None, cost_linear: float = 1.0, cost_quadratic: float = 0.0,
+                 cost_per_sample: float = 0.0,
+                 reference_tokens: float | None = None, max_tokens: int | None = None, batching: str = "packing",
+                 gradient_mean: str = "per_sample", **options: Any) -> None:
         if predictor == "oracle":
             raise ValueError("predictor 'oracle' needs the future and exists only in the simulator; "
                              "valid here: narx, ema, last")
@@ -109,6 +116,12 @@ class LoadBalancer:
         self.device = device if device is not None else (
             torch.device("cuda", torch.cuda.current_device()) if backend == "nccl" else torch.device("cpu"))
         self.comm_device = self.device if backend == "nccl" else torch.device("cpu")
+        self.costs = None if lengths is None else SampleCosts(
+            lengths, cost_linear=cost_linear, cost_quadratic=cost_quadratic, cost_per_sample=cost_per_sample,
+            reference_tokens=reference_tokens,
+            max_tokens=max_tokens, batching=batching, gradient_mean=gradient_mean, seed=seed)
+        if self.costs is not None:  # every rank partitions each step's samples with curves known before it: lag 0
+            lag, options = 0, {**options, "balance": "cost"}
         self.config = LBBSPConfig(variant=variant, predictor=predictor, initial="nominal",  # type: ignore[arg-type]
                                   **{**LIBRARY_OPTIONS, **options})
         self.lag = lag
@@ -123,7 +136,8 @@ class LoadBalancer:
         caps = tuple(int(row[1]) for row in table)
         ctx = SchemeContext(global_batch=self.global_batch, t0_s=(0.0,) * self.world,
                             samples_per_s=tuple(float(row[2]) for row in table), max_batch=caps,
-                            kinds=kinds, seed=seed)  # type: ignore[arg-type]
+                            kinds=kinds, seed=seed,  # type: ignore[arg-type]
+                            sample_cost=None if self.costs is None else self.costs.model)
         self.caps = caps
         low = self.world * self.config.min_batch
         if not low <= self.global_batch <= sum(caps):  # checked on every rank: no rank waits for a failed one
@@ -132,6 +146,11 @@ class LoadBalancer:
         self.decider = Decider(build_scheme(self.config, ctx)) if self.rank == 0 else None
         self.scheme = self.decider.scheme if self.decider is not None else None
         self.batches = self._broadcast(list(self.decider.initial()[0]) if self.decider is not None else None)
+        # cost balance: the predicted t_r(U) = a_r + b_r U every rank partitions with (the scheme's nominal curves first)
+        self.curves = (np.zeros(self.world), 1.0 / np.array(ctx.samples_per_s))
+        self.step_tokens: tuple[int, ...] | None = None
+        self._step_work = (0.0, 0.0)  # cost balance: the step's (samples, work) on this rank
+        self._work_window = [0.0, 0.0]  # cost balance: the window's observed steps' samples and work
         self.readings = self.config.predictor == "narx" and (  # ema and last ignore the readings: none taken
             self.config.variant == "cpu" or (self.config.variant == "auto" and "cpu" in kinds))
         self.reader = ResourceReader() if self.readings else None
@@ -191,6 +210,8 @@ class LoadBalancer:
                 self._window[0] += 1.0
                 self._window[1] += self._pre_s  # its share of the bookkeeping, counted as its work
                 self._laps.append(self.clock.lap())  # its compute time, read when the window is (one GPU sync)
+                self._work_window[0] += self._step_work[0]
+                self._work_window[1] += self._step_work[1]
             else:
                 self._window[2] = 1.0  # an epoch's shortened last step: the window teaches nothing
             self.step_batches = None
@@ -209,13 +230,20 @@ class LoadBalancer:
         return self.batches
 
     def _observation_row(self, width: int) -> list[float]:
-        """[b, mean compute_s, cpu, mem | 0 ...] of the window just ended (zeros: nothing to learn), and a new window."""
+        """[b, mean compute_s, cpu, mem | 0 ...] of the window just ended (zeros: nothing to learn), and a new window.
+
+        Cost balance: [mean b, mean compute_s, cpu, mem, mean work] (the steps' samples differ; the mean
+        of points on an affine t(U) lies on it)."""
         row = [0.0] * width
         steps, busy_s, spoilt = self._window
         if steps > 0 and not spoilt:  # one step's batch and mean compute time over the window (same batches)
             busy_s += sum(lap.seconds() for lap in self._laps)
             row[:4] = [float(self.batches_run[self.rank]), busy_s / steps, *self._readings()]
+            if self.costs is not None:
+                row[0] = self._work_window[0] / steps
+                row[4] = self._work_window[1] / steps
         self._window = [0.0, 0.0, 0.0]
+        self._work_window = [0.0, 0.0]
         self._laps = []
         self.batches_run = self.batches
         return row
@@ -242,13 +270,20 @@ class LoadBalancer:
     def _gather_and_decide(self) -> None:
         """lag 0: gather the window's observations, rank 0 decides, every rank takes the decision now."""
         n = self.world
-        mine = torch.tensor(self._observation_row(4), dtype=torch.float64, device=self.comm_device)
-        out = torch.empty(n * 4, dtype=torch.float64, device=self.comm_device)
+        width = 4 if self.costs is None else 5
+        mine = torch.tensor(self._observation_row(width), dtype=torch.float64, device=self.comm_device)
+        out = torch.empty(n * width, dtype=torch.float64, device=self.comm_device)
         _gather_single(out, mine, group=self.group)
-        decided = self._decide(out.view(n, 4).tolist())
+        decided = self._decide(out.view(n, width).tolist())
         learnt = self._broadcast(list(decided) if decided is not None else None)
         if learnt[0] > 0:  # zeros: nothing was decided (a window that taught nothing)
             self.batches = self.batches_run = learnt  # the next window runs the decision
+        if self.costs is not None:  # rank 0's curves, on every rank, bit for bit
+            a, b = self.scheme.curves if self.scheme is not None else (np.zeros(n), np.zeros(n))
+            t = torch.tensor(np.concatenate([a, b]).tolist(), dtype=torch.float64, device=self.comm_device)
+            dist.broadcast(t, self._root, group=self.group)
+            flat = t.cpu().numpy()
+            self.curves = (flat[:n].copy(), flat[n:].copy())
 
     def _readings(self) -> tuple[float, float]:
         """(cpu_available, mem_available): the schedule's under an emulated slowdown, else measured at
@@ -269,8 +304,9 @@ class LoadBalancer:
         rank's window taught nothing: an epoch's shortened step, or no step yet)."""
         if self.decider is None or not all(row[0] > 0 for row in table):
             return None
-        cols = list(zip(*(row[:4] for row in table), strict=True))
-        obs = round_observation(self.decider.decisions, 0.0, cols[0], [max(v, 1e-9) for v in cols[1]], cols[2], cols[3])
+        cols = list(zip(*table, strict=True))
+        obs = round_observation(self.decider.decisions, 0.0, cols[0], [max(v, 1e-9) for v in cols[1]], cols[2], cols[3],
+                                work=cols[4] if self.costs is not None else None)
         return self.decider.decide(obs)[0]
 
     def finish(self) -> None:
@@ -285,14 +321,35 @@ class LoadBalancer:
             return tuple(like)
         return proportional_split(total, [max(b, 1) for b in like], self.caps, min_batch=1)
 
-    def begin_step(self, batches: Sequence[int]) -> None:
+    def assign(self, indices: Sequence[int]) -> tuple[np.ndarray, RoundSamples]:
+        """Cost balance: the owner rank of each of a step's samples (dataset ``indices``), the same on
+        every rank (:func:`lbsim.sizing.length_partition.cost_partition` with the curves every rank holds)."""
+        assert self.costs is not None, "assign needs lengths"
+        samples = self.costs.samples(indices)
+        owner = cost_partition(samples, self.curves[0], self.curves[1], self.caps,
+                               self.split(len(indices), self.batches), self.config.min_batch)
+        return owner, samples
+
+    def begin_cost_step(self, owner: np.ndarray, samples: RoundSamples, *, full: bool = True) -> None:
+        """Cost balance: the step whose samples ``owner`` assigns starts now (``full``: a step of the
+        global batch, observed; an epoch's shortened step is not)."""
+        plan = per_worker(samples, owner, self.world)
+        self._step_work = (float(plan.batches[self.rank]), float(plan.work[self.rank]))
+        self.step_tokens = tuple(int(t) for t in plan.tokens)
+        self.begin_step(plan.batches, observable=full)
+
+    def begin_step(self, batches: Sequence[int], *, observable: bool | None = None) -> None:
         """Step with ``batches`` starts now on this rank: set the hook's weight, start the clock."""
         self.step_batches = tuple(batches)
         # DDP's first step is not a rank's speed (lazy initialisation, allocator warm-up, DDP rebuilds
         # its buckets after it): it is not observed
-        self._observable = self.step_batches == self.batches and self.steps > 0
+        same = self.step_batches == self.batches if observable is None else observable
+        self._observable = same and self.steps > 0
         self.history.append(self.step_batches)
-        self.weight = self.step_batches[self.rank] / sum(self.step_batches)
+        if self.costs is not None and self.costs.model.per_token and self.step_tokens is not None:
+            self.weight = self.step_tokens[self.rank] / sum(self.step_tokens)  # per-token mean over the global batch
+        else:
+            self.weight = self.step_batches[self.rank] / sum(self.step_batches)
         self.steps += 1
         if self.slowed is not None:
             self.slowed.begin()

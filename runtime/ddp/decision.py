@@ -36,11 +36,12 @@ from lbsim.schemes.base import RoundObservation, WorkerObservation, local_counts
 def round_observation(update: int, time_s: float, batch: Sequence[float], compute_s: Sequence[float],
                       cpu_available: Sequence[float], mem_available: Sequence[float], *,
                       oracle_slowdown: Sequence[float] | None = None, fetch_s: Sequence[float] | None = None,
-                      local: Sequence[float] | None = None) -> RoundObservation:
+                      local: Sequence[float] | None = None, work: Sequence[float] | None = None) -> RoundObservation:
     """lbsim's :class:`RoundObservation` from per-rank columns (index = rank).
 
     ``oracle_slowdown``: NaN (or absent) where the engine cannot know it; ``local``: the local
-    samples of each batch (absent: none read from a shard, as without data placement)."""
+    samples of each batch (absent: none read from a shard, as without data placement); ``work``: each
+    batch's work in reference samples when samples' costs differ (lbsim.samples; absent: none)."""
     n = len(batch)
     obs = []
     for i in range(n):
@@ -53,6 +54,7 @@ def round_observation(update: int, time_s: float, batch: Sequence[float], comput
             oracle_slowdown=oracle if math.isfinite(oracle) else None,
             fetch_s=float(fetch_s[i]) if fetch_s is not None else 0.0,
             local_samples=loc, remote_samples=b - loc if local is not None else 0,
+            work=float(work[i]) if work is not None else None,
         ))
     return RoundObservation(update=update, time_s=time_s, workers=tuple(obs))
 

@@ -12,6 +12,10 @@ The epoch's last ``R = N mod B`` samples: with ``drop_last`` they are skipped; o
 ``B + R`` samples. Such a step's observation is not given to the scheme (its batches were not the
 scheme's). The number of steps is therefore the same whatever the decisions: ``len(sampler)``.
 
+With per-sample lengths (``LoadBalancer(lengths=...)``) step k takes the same positions of the
+permutation, but the balancer partitions them by predicted cost (every rank computes the same
+partition) and rank r takes the samples assigned to it, in permutation order.
+
 The decision for a step is taken when the step's batch is asked for (collective on every rank),
 so use it with ``DataLoader(..., batch_sampler=sampler, num_workers=0)`` or with worker processes
 and ``prefetch_factor`` such that no batch is drawn before the previous step's backward
@@ -59,6 +63,9 @@ class BalancedBatchSampler:
         lb = self.lb
         steps = len(self)
         pos = 0
+        if getattr(lb, "costs", None) is not None:
+            yield from self._by_cost(perm, steps)
+            return
         for k in range(steps):
             decided = lb.next_batches()
             left = self.n - pos
@@ -72,3 +79,17 @@ class BalancedBatchSampler:
             start = pos + sum(batches[:r])
             pos += sum(batches)
             yield perm[start:start + batches[r]]
+
+    def _by_cost(self, perm: list[int], steps: int) -> Iterator[list[int]]:
+        """Cost balance: step k's samples are the same positions of the permutation as by count; the
+        balancer partitions them by predicted cost (every rank alike) and this rank takes its own."""
+        lb = self.lb
+        pos = 0
+        for k in range(steps):
+            lb.next_batches()  # the decision (and the curves) for this step
+            take = self.n - pos if k == steps - 1 and not self.drop_last else lb.global_batch
+            indices = perm[pos:pos + take]
+            owner, samples = lb.assign(indices)
+            lb.begin_cost_step(owner, samples, full=take == lb.global_batch)
+            pos += take
+            yield [i for i, o in zip(indices, owner.tolist(), strict=True) if o == lb.rank]
