@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from heapq import heappush
 
-from lbsim.network.parameter_server import link_s, tail_s
+from lbsim.network.parameter_server import link_s
 from lbsim.simulator.fast_loop import EventLoop, node_factor
 
 
@@ -63,7 +63,8 @@ class FastServer:
             f = free[nic]
             granted = f if f > now else now
             released = free[nic] = granted + hold_s
-            t = released + tail_s(now, own_s, released, latency_s)
+            left = now + own_s - released  # tail_s, written out: what is left of the own link, + latency
+            t = released + ((left if left > 0.0 else 0.0) + latency_s)
             if t == released:  # no tail: the arrival is a zero-delay event after the hold's end
                 now = yield from hold_end(p, released, granted, now)
             elif not fifo and times[0] > t:  # EventLoop.at, written out
