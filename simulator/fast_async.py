@@ -16,7 +16,6 @@ from __future__ import annotations
 from heapq import heappush
 
 from lbsim.metrics.run_end import cut_row
-from lbsim.network.parameter_server import link_s
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
 from lbsim.simulator.env import SimEnv
@@ -76,8 +75,7 @@ class FastAsync:
         timing, free, hold_end = loop.timing, loop.free, loop.hold_end
         nic_in, nic_out, applier, apply_lane = server.nic_in, server.nic_out, server.applier, server.apply_lane
         hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
-        grad, link, net = timing.gradient_bytes, timing.link_bytes_per_s[w], cont.network_factor
-        own_fixed, node_in = server.own_fixed[w], server.node_lane[w]
+        own_fixed, node_in, own_link = server.own_fixed[w], server.node_lane[w], server.own_link[w]
         pulled_version = 0
         read = numerics.weights() if numerics is not None else None
         it = 0
@@ -110,7 +108,7 @@ class FastAsync:
                 if node_in >= 0:
                     now = yield from push(w, w, now)
                 else:
-                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    own_s = own_fixed if own_fixed >= 0 else own_link(now)
                     f = free[nic_in]
                     granted = f if f > now else now
                     released = free[nic_in] = granted + hold_s
@@ -177,7 +175,7 @@ class FastAsync:
                 if node_in >= 0:
                     now = yield from pull(w, w, now)
                 else:
-                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    own_s = own_fixed if own_fixed >= 0 else own_link(now)
                     f = free[nic_out]
                     granted = f if f > now else now
                     released = free[nic_out] = granted + hold_s

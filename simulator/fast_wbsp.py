@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Generator
 from heapq import heappush
 
-from lbsim.network.parameter_server import link_s
 from lbsim.simulator.env import SimEnv
 from lbsim.simulator.fast_compute import IterationEnd, compute_end_of
 from lbsim.simulator.fast_loop import EventLoop, Process, RunEnded, Stopped
@@ -84,7 +83,7 @@ class FastWBSP(WBSPBook):
         :meth:`_compute` and :class:`FastServer`'s push / apply / pull written out (as
         :meth:`lbsim.simulator.fast_async.FastAsync.worker` does; the same expressions)."""
         env, loop, server = self.env, self.loop, self.server
-        cont, numerics, end_of = env.contention[w], self.numerics, self.end_of[w]
+        numerics, end_of = self.numerics, self.end_of[w]
         batch_of, step = self.scheme.batch, self._step
         push, pull, apply = server.push, server.pull, server.apply
         applied, end_step, adopt, take_flag = self._applied, self._end_step, self._adopt, self.rounds.take_flag
@@ -93,8 +92,7 @@ class FastWBSP(WBSPBook):
         timing, free, hold_end = loop.timing, loop.free, loop.hold_end
         nic_in, nic_out, applier, apply_lane = server.nic_in, server.nic_out, server.applier, server.apply_lane
         hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
-        grad, link, net = timing.gradient_bytes, timing.link_bytes_per_s[w], cont.network_factor
-        own_fixed, node_in = server.own_fixed[w], server.node_lane[w]
+        own_fixed, node_in, own_link = server.own_fixed[w], server.node_lane[w], server.own_link[w]
         base_version = 0
         it = 0
         try:
@@ -125,7 +123,7 @@ class FastWBSP(WBSPBook):
                 if node_in >= 0:
                     now = yield from push(w, w, now)
                 else:
-                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    own_s = own_fixed if own_fixed >= 0 else own_link(now)
                     f = free[nic_in]
                     granted = f if f > now else now
                     released = free[nic_in] = granted + hold_s
@@ -171,7 +169,7 @@ class FastWBSP(WBSPBook):
                     if node_in >= 0:
                         now = yield from pull(w, w, now)
                     else:  # FastServer.pull, written out likewise
-                        own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                        own_s = own_fixed if own_fixed >= 0 else own_link(now)
                         f = free[nic_out]
                         granted = f if f > now else now
                         released = free[nic_out] = granted + hold_s

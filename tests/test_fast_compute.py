@@ -1,4 +1,5 @@
-"""The fast path's one-call compute end equals iteration_end_s, float for float, under every kind of source."""
+"""The fast path's one-call compute end and own-link time equal the event path's rules, float for float,
+under every kind of source."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from hypothesis import strategies as st
 
 from lbsim.contention.model import WorkerContention
 from lbsim.contention.sources import IterationSeries, MarkovSource, PeriodicSeries, window
+from lbsim.network.parameter_server import link_s
 from lbsim.simulator.compute import iteration_end_s
 from lbsim.simulator.fast_compute import compute_end_of
+from lbsim.simulator.fast_server import own_link_of
 from lbsim.workers import ComputeCurve, WorkerSpec
 
 
@@ -44,3 +47,16 @@ def test_compute_end_of_equals_iteration_end_s(kinds, jitter, curve, seed, plan)
         expected = iteration_end_s(reference, spec, start, batch, it)
         assert end(start, batch, it) == expected
         start = expected + gap
+
+
+@settings(max_examples=40, deadline=None)
+@given(kinds=st.lists(st.sampled_from(["window", "markov", "periodic"]), max_size=3), seed=st.integers(0, 50),
+       gaps=st.lists(st.floats(0.0, 0.1), min_size=1, max_size=150))
+def test_own_link_of_equals_link_s_of_the_network_factor(kinds, seed, gaps) -> None:
+    reference, ours = _contention(kinds, 0.0, seed), _contention(kinds, 0.0, seed)
+    reference.network, ours.network = reference.compute, ours.compute  # the same sources, on the network
+    own = own_link_of(ours, 4e6, 1.25e9)
+    now = 0.0
+    for gap in gaps:  # transfers requested at non-decreasing times
+        assert own(now) == link_s(4e6, reference.network_factor(now), 1.25e9)
+        now += gap
