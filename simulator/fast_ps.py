@@ -14,6 +14,12 @@ instant would turn on what the fast loop does not track (a :class:`~lbsim.simula
 :func:`run_fast_ps` returns False and ``simulate`` redoes the run on the event path
 (:class:`Reported` passes on only the progress readings not yet given).
 
+The run suspends Python's cyclic garbage collector (``gc.disable``, restored afterwards): what the
+loop makes per event forms no reference cycles (records are tuples of numbers, steps are freed by
+reference counting; the run's few hundred objects that do refer to each other — the environment,
+its processes and closures — are made once and collected after the run), so the collector's
+periodic passes over the growing record buffers would find nothing to free.
+
 Conditions (:func:`ineligible` says which one fails): the scheme's driver is ``async`` or
 ``wbsp`` (ASP, SSP, DSSP, ElasticBSP, WBSP with or without overlap), the network is a parameter
 server, and there is no ``data:`` section (the fetch stage's storage NIC is a ``simpy.Resource``,
@@ -33,6 +39,7 @@ scheduler, or the fast loop's reproduction of it).
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 from lbsim.scenario.sections import ParameterServerConfig
@@ -66,10 +73,15 @@ def run_fast_ps(env: SimEnv) -> bool:
     reason = ineligible(env)
     if reason is not None:
         raise ValueError(f"the parameter-server fast path does not apply: {reason}")
+    collecting = gc.isenabled()
+    gc.disable()  # no cycles per event: the collector's passes over the record buffers are overhead
     try:
         FAST_DRIVERS[env.scheme.driver](env).run()
     except Tie:
         return False
+    finally:
+        if collecting:
+            gc.enable()
     return True
 
 

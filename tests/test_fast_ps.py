@@ -230,6 +230,22 @@ def test_which_scenarios_take_the_fast_path() -> None:
     assert "data section" in ineligible(_env(loft))
 
 
+def test_the_collector_is_suspended_during_the_run_and_restored() -> None:
+    """The fast path runs with the cyclic collector off and leaves it as it found it (on or off)."""
+    import gc
+
+    seen: list[bool] = []
+    sc = _scenario(MIXED, updates=5)
+    for before in (True, False):
+        (gc.enable if before else gc.disable)()
+        try:
+            simulate(sc, lambda _f: seen.append(gc.isenabled()))
+            assert gc.isenabled() is before
+        finally:
+            gc.enable()
+    assert seen and not any(seen)
+
+
 def test_a_redone_run_repeats_no_progress_reading() -> None:
     readings: list[float] = []
     reported = Reported(readings.append)
