@@ -1,7 +1,7 @@
 """Python opcodes per worker-iteration: the parameter-server fast path against a bare SimPy loop.
 
 Run: ``python -m pytest benchmarks/bench_opcodes.py --benchmark-only`` (measured, never asserted;
-about a minute). Wall and CPU times on a shared 2-core machine move by tens of percent with other
+a few minutes). Wall and CPU times on a shared 2-core machine move by tens of percent with other
 jobs (docs/performance.md); the number of bytecode instructions CPython executes does not, and on
 this code it tracks the time (both loops spend their time interpreting Python). Each case counts,
 with ``sys.settrace`` opcode events, the instructions of :func:`bench_simulator.bare_simpy_loop`
@@ -45,10 +45,12 @@ def opcodes(fn: Callable[[], Any]) -> int:
     return count[0]
 
 
-@pytest.mark.parametrize("workers", (16, 256))
+@pytest.mark.parametrize("workers", (16, 256, 1024))
 @pytest.mark.parametrize("scheme", ASYNC)
 def test_opcodes_per_worker_iteration(benchmark, scheme: str, workers: int) -> None:
-    updates = max(10, 4000 // workers) if scheme == "wbsp" else 4000
+    updates = 4000 * max(1, workers // 256)  # 1,024 workers: 16,000, so that the run's set-up is not most of it
+    if scheme == "wbsp":
+        updates = max(10, updates // workers)
     sc = scenario(scheme, workers, updates)
     events = count_events(sc)
     result = simulate(sc)
