@@ -109,7 +109,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
             data = load_data(training, dtype=getattr(torch, job.options.dtype), device=info.device)
             model: Any = FlatModel(training, data.n_features, data.n_classes)
             if scenario.workload.sample_cost is not None and task.kind != "profile":  # lengths: the attention block
-                from lbsim.runtime.tokens import TokenModel
+                from .tokens import TokenModel
 
                 model = TokenModel(per_token=False)
             if task.kind == "profile":

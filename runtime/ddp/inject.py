@@ -18,7 +18,7 @@ from typing import Any
 
 from lbsim.contention.model import WorkerContention
 from lbsim.contention.sources import window
-from lbsim.runtime.inject import Emulated
+from ..inject import Emulated
 
 
 def constant_slowdown(factor: float) -> WorkerContention:
