@@ -35,10 +35,10 @@ import simpy
 from lbsim.metrics.records import IterationRecord
 from lbsim.metrics.run_end import cut_row
 from lbsim.network.overlap import exposed_comm_s
-from lbsim.schemes.sample_plan import plan_round, update_weights
 from lbsim.samples.rounds import RoundPlan
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation, as_sync
+from lbsim.schemes.sample_plan import plan_round, update_weights
 
 from .env import SimEnv
 from .fetch import Fetcher

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lbsim.calibration.error_stats import abs_quantile
-from lbsim.calibration.fit import CV_MAX, geomean_abs
+from lbsim.calibration.error_stats import abs_quantile, geomean_abs
+from lbsim.calibration.fit import CV_MAX
 from lbsim.calibration.measured import parse_fit_placements, placement_label, read_measurements
 from lbsim.calibration.repeatability import held_out_floor_text
 from lbsim.calibration.run import Prediction, calibrate_to

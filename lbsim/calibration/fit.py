@@ -68,6 +68,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lbsim.calibration.compute import ComputeCurve, fit_compute_curve
+from lbsim.calibration.error_stats import geomean_abs
 from lbsim.calibration.interval import FitDomain, Interval
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.model import LinkFigures, steps_s
@@ -326,9 +327,3 @@ def nic_candidates(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]
     biggest = max(max(p) for p in fit_placements)
     tells = any(len(p) > 1 and max(p) > 1 for p in fit_placements)
     return (1, biggest) if biggest > 1 and tells else (1,)
-
-
-def geomean_abs(errors: Sequence[float] | np.ndarray) -> float:
-    """Geometric-mean absolute relative error ``exp(mean(log(1 + |e|))) − 1`` (NaN for none)."""
-    e = np.abs(np.asarray(errors, dtype=np.float64))
-    return float(np.exp(np.mean(np.log1p(e))) - 1.0) if e.size else float("nan")

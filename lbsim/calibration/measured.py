@@ -100,20 +100,21 @@ def _positive(value: str, where: str, *, integer: bool = False) -> float:
     return x
 
 
-def _read_text(path: Path) -> str:
-    """The file's text, refused before reading when over ``MAX_MEASURED_BYTES``."""
+def read_measured_text(path: Path, what: str = "measurement file") -> str:
+    """A measurement file's text (``what`` names it in errors), refused before reading when over
+    :data:`~lbsim.limits.MAX_MEASURED_BYTES`; a missing or unreadable file is an :class:`InputError`."""
     try:
         if path.stat().st_size > MAX_MEASURED_BYTES:
-            raise InputError(str(path), f"larger than {MAX_MEASURED_BYTES // 2**20} MiB, the bound for a measurement file")
+            raise InputError(str(path), f"larger than {MAX_MEASURED_BYTES // 2**20} MiB, the bound for a {what}")
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(str(path), "measurement file not found") from None
+        raise InputError(str(path), f"{what} not found") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError(str(path), f"cannot read the measurement file: {err}") from None
+        raise InputError(str(path), f"cannot read the {what}: {err}") from None
 
 
 def read_csv(path: Path) -> list[Row]:
-    text = _read_text(path)
+    text = read_measured_text(path)
     reader = csv.DictReader(text.splitlines())
     header = reader.fieldnames or []
     for col in REQUIRED:
@@ -168,7 +169,7 @@ def _profile_numbers(value: object, where: str, *, allow_zero: bool) -> list[flo
 def read_profile(path: Path, gpus_per_node: int | None) -> list[Row]:
     """Rows from ``lbsim profile``'s ``profile.json`` (module docstring)."""
     try:
-        data = json.loads(_read_text(path))
+        data = json.loads(read_measured_text(path))
         raw = data["measurements"]
         sizes_raw, compute_raw, comm_raw = raw["sizes"], raw["compute_s"], raw["comm_s"]
     except (ValueError, KeyError, TypeError) as err:

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from lbsim.calibration.error_stats import abs_error_stats
 from lbsim.calibration.nccl_fit import NcclFit, fit_nccl
 from lbsim.calibration.nccl_report import (
     DEFAULT_NOMINAL,
@@ -39,7 +40,6 @@ from lbsim.calibration.nccl_report import (
     markdown,
     per_size_table,
     predict_rows,
-    stats,
     summary_table,
 )
 from lbsim.calibration.nccl_scenario import SCENARIO_MODEL, scenario_data
@@ -131,7 +131,7 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
         for label, big in (("≥ 1 MiB", True), ("< 1 MiB", False)):
             errs = [p.error for p in preds if p.role == role and (p.row.size_bytes >= 2**20) == big]
             if errs:
-                med, p90, geo = stats(errs)
+                med, p90, geo = abs_error_stats(errs)
                 lines.append(f"# {role} rows {label}: {len(errs)}, |error| median {med:.1%}, p90 {p90:.1%}, geomean {geo:.1%}")
     lines += coverage_lines(preds, nominal)
     body = yaml.safe_dump({"fit_nodes": list(fit_nodes), "figures": figures_data(fit.figures)},

@@ -14,11 +14,11 @@ Ratio error: the predicted slow-down of ``n`` GPUs over the 16-GPU fit cluster a
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lbsim.calibration.error_stats import abs_error_stats
 from lbsim.calibration.nccl_fit import fit_nccl
 from lbsim.calibration.nccl_report import (
     DEFAULT_NOMINAL,
@@ -28,9 +28,9 @@ from lbsim.calibration.nccl_report import (
     coverage,
     interval_bounds,
     markdown,
+    pct_text,
     per_size_table,
     predict_rows,
-    stats,
     summary_table,
 )
 from lbsim.calibration.nccl_tests import NcclRow, read_logs
@@ -42,10 +42,6 @@ CHUNKS = (0.0, 128 * 1024.0, 256 * 1024.0, 512 * 1024.0)
 NOMINALS = (0.8, 0.9)
 
 
-def _pct(x: float) -> str:
-    return "—" if math.isnan(x) else f"{100 * x:.1f} %"
-
-
 def ratio_rows(preds: Sequence[NcclPrediction], base_gpus: int) -> list[list[str]]:
     by = {(p.row.gpus, p.row.size_bytes): p for p in preds if p.role != "single"}
     out = []
@@ -55,8 +51,8 @@ def ratio_rows(preds: Sequence[NcclPrediction], base_gpus: int) -> list[list[str
             b = by.get((base_gpus, s))
             if g == gpus and b is not None and s >= LARGE_BYTES:
                 errs.append((p.predicted_s / b.predicted_s) / (p.row.time_s / b.row.time_s) - 1.0)
-        med, p90, geo = stats(errs)
-        out.append([f"{gpus} / {base_gpus} GPUs", str(len(errs)), _pct(med), _pct(p90), _pct(geo)])
+        med, p90, geo = abs_error_stats(errs)
+        out.append([f"{gpus} / {base_gpus} GPUs", str(len(errs)), pct_text(med), pct_text(p90), pct_text(geo)])
     return out
 
 
@@ -67,9 +63,9 @@ def held_stats(rows: Sequence[NcclRow], fit_nodes: Sequence[int], chunk: float |
     big = [p.error for p in preds if p.role == "held_out" and p.row.size_bytes >= LARGE_BYTES]
     small = [p.error for p in preds if p.role == "held_out" and p.row.size_bytes < LARGE_BYTES]
     held = sorted({p.row.gpus for p in preds if p.role == "held_out"})
-    mb, pb, _ = stats(big)
-    ms, ps, _ = stats(small)
-    return [",".join(map(str, held)), _pct(mb), _pct(pb), _pct(ms), _pct(ps)]
+    mb, pb, _ = abs_error_stats(big)
+    ms, ps, _ = abs_error_stats(small)
+    return [",".join(map(str, held)), pct_text(mb), pct_text(pb), pct_text(ms), pct_text(ps)]
 
 
 def figures_table(fig: NcclFigures) -> str:
@@ -93,7 +89,7 @@ def blocks(data: Path) -> tuple[str, str]:
         for role in ("fit", "held_out"):
             for large in (True, False):
                 n, share = coverage(ps, role, large)
-                line.append(f"{_pct(share)} of {n}")
+                line.append(f"{pct_text(share)} of {n}")
         cover.append(line)
     val = ["Fitted on 1 node (2, 4, 8 GPUs) and 2 nodes (16 GPUs); held out: 4, 8, 16 nodes (32, 64, 128 GPUs). "
            "|error| of the all-reduce time; sizes ≥ 1 MiB and < 1 MiB apart.\n",

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lbsim.calibration.error_stats import abs_error_stats
 from lbsim.calibration.nccl_tests import NcclRow
 from lbsim.network.nccl import NcclFigures, nccl_pick
 
@@ -117,15 +118,8 @@ def csv_rows(preds: Sequence[NcclPrediction]) -> tuple[list[str], list[list[obje
     return cols, body
 
 
-def stats(errors: Sequence[float]) -> tuple[float, float, float]:
-    """(median, p90, geomean) of ``|e|``; NaNs when empty."""
-    if not errors:
-        return (math.nan, math.nan, math.nan)
-    a = np.abs(np.asarray(errors, dtype=float))
-    return (float(np.median(a)), float(np.quantile(a, 0.9)), float(np.expm1(np.mean(np.log1p(a)))))
-
-
-def _pct(x: float) -> str:
+def pct_text(x: float) -> str:
+    """A share as the tables print it: ``12.3 %``, an em dash for NaN."""
     return "—" if math.isnan(x) else f"{100 * x:.1f} %"
 
 
@@ -141,8 +135,8 @@ def summary_table(preds: Sequence[NcclPrediction]) -> list[list[str]]:
         big = [p.error for p in sel if p.row.size_bytes >= LARGE_BYTES]
         small = [p.error for p in sel if p.row.size_bytes < LARGE_BYTES]
         label = f"{gpus} ({nodes} x {gpus // nodes})" if gpus else "all"
-        table.append([role, label, str(len(big)), *(_pct(x) for x in stats(big)),
-                      str(len(small)), *(_pct(x) for x in stats(small))])
+        table.append([role, label, str(len(big)), *(pct_text(x) for x in abs_error_stats(big)),
+                      str(len(small)), *(pct_text(x) for x in abs_error_stats(small))])
     return table
 
 

@@ -33,8 +33,8 @@ from lbsim.calibration import pollux
 from lbsim.calibration.command import add_arguments
 from lbsim.calibration.command import run as calibrate
 from lbsim.calibration.compute import fit_compute_curve
-from lbsim.calibration.error_stats import abs_quantile, coverage, ratio_errors
-from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
+from lbsim.calibration.error_stats import abs_quantile, coverage, geomean_abs, ratio_errors
+from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, intra_bounds_for, predict_rows
 from lbsim.calibration.interval import NOMINAL
 from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements, role_of
 from lbsim.calibration.model import LinkFigures

@@ -19,8 +19,8 @@ from lbsim.errors import InputError
 from lbsim.fields import param
 from lbsim.network.collectives import NetworkAlgorithm
 from lbsim.network.ring_latency import RingLatency
-from lbsim.scenario.nccl_section import NcclModel
 from lbsim.samples.config import SampleCostConfig
+from lbsim.scenario.nccl_section import NcclModel
 
 
 @dataclass(frozen=True)

@@ -51,18 +51,19 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from .decision import Decider, round_observation
-from .hook import weighted_sum_hook
-from .inject import SlowedRank
-from .lengths import Lengths, SampleCosts
-from .timing import Lap, StepClock
-from ..resources import ResourceReader
 from lbsim.samples.rounds import RoundSamples, per_worker
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.lbbsp import LBBSPConfig
 from lbsim.schemes.registry import build_scheme
 from lbsim.sizing.length_partition import cost_partition
 from lbsim.sizing.split import proportional_split
+
+from ..resources import ResourceReader
+from .decision import Decider, round_observation
+from .hook import weighted_sum_hook
+from .inject import SlowedRank
+from .lengths import Lengths, SampleCosts
+from .timing import Lap, StepClock
 
 VARIANTS = ("auto", "cpu", "gpu", "gpu_model")
 PREDICTORS = ("narx", "ema", "last")

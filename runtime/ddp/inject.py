@@ -18,6 +18,7 @@ from typing import Any
 
 from lbsim.contention.model import WorkerContention
 from lbsim.contention.sources import window
+
 from ..inject import Emulated
 
 
