@@ -1,4 +1,4 @@
-"""Regenerate the tables of ``docs/validation.md``: ``python -m lbsim.calibration.report``.
+"""The tables of ``docs/validation.md``: lbsim, Pollux and the catalog model against the Pollux traces.
 
 For each of the six Pollux models (``data/pollux_t4/``, shipped with its licence and source):
 
@@ -14,15 +14,15 @@ For each of the six Pollux models (``data/pollux_t4/``, shipped with its licence
    the fitted model's formulas (the engine reproduces them: step 1 checks it on every row).
 
 Errors are ``predicted / measured − 1`` (positive: predicted too slow); geomean |error| =
-``exp(mean(log(1 + |e|))) − 1``. The tables replace the part of the document after
-``<!-- generated -->``; the method text above it is kept.
+``exp(mean(log(1 + |e|))) − 1``. :func:`document_text` puts the tables after the document's
+``<!-- generated -->`` marker and keeps the method text above it (``docs/tools/validation_tables.py``
+writes the page).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -342,31 +342,8 @@ def render(results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) 
     return "\n".join(out)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lbsim.calibration.report", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/pollux_t4",
-                    help="folder of the Pollux <model>_placements.csv files")
-    ap.add_argument("--out", default="runs/validation", help="where each model's calibrate output goes")
-    ap.add_argument("--doc", default="docs/validation.md", help="document whose generated part is replaced")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
-    ap.add_argument("--jitter-cv", default=AUTO, help="lbsim calibrate --jitter-cv (`auto`: kept where cross-validation "
-                                                      "on the fit placements supports it; `fit`: always fitted; a CV)")
-    args = ap.parse_args(argv)
-    data = Path(args.data)
-    if not data.is_dir():
-        print(f"lbsim: error: --data: {data} is not a folder", file=sys.stderr)
-        return 2
-    models = args.models.split(",")
-    results = [run_model(m, data, Path(args.out), args.jitter_cv) for m in models]
-    cv: JitterChoice = AUTO if args.jitter_cv == AUTO else None if args.jitter_cv == "fit" else float(args.jitter_cv)
-    robust = sorted((r for m in models for r in robustness(m, data, jitter_cv=cv)),
-                    key=lambda r: ALT_SUBSETS.index(r.subset))
-    doc = Path(args.doc)
-    head = doc.read_text(encoding="utf-8").split(MARK)[0] if doc.exists() else "# Validation\n\n"
-    doc.write_text(head + render(results, robust) + "\n", encoding="utf-8")
-    print(f"wrote {doc}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def document_text(old: str | None, results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) -> str:
+    """The page with its generated part replaced: ``old``'s text above :data:`MARK` (a bare title when
+    there is no page yet), then :func:`render`'s tables."""
+    head = old.split(MARK)[0] if old is not None else "# Validation\n\n"
+    return head + render(results, robust) + "\n"

@@ -1,11 +1,11 @@
-"""Regenerate the nccl-tests tables of the docs: ``python -m lbsim.calibration.nccl_docs``.
+"""The nccl-tests tables of the docs: the fitted NCCL figures and their errors on the A100 logs.
 
 Fits the collective figures on the shipped A100 logs (``data/nccl_tests_a100``, node counts 1 and
-2) exactly as ``lbsim calibrate-nccl ... --fit-nodes 1,2`` does, and rewrites the text between
-``<!-- nccl-tests:begin -->`` and ``<!-- nccl-tests:end -->`` in ``docs/validation.md`` (errors,
-ratio errors, robustness) and between ``<!-- nccl-figures:begin -->`` and ``<!-- nccl-figures:end -->``
-in ``docs/collectives.md`` (fitted figures, error per size and node count). ``--check`` writes
-nothing and exits 1 when a document is out of date.
+2) exactly as ``lbsim calibrate-nccl ... --fit-nodes 1,2`` does. :func:`documents` gives each page
+with its block replaced: the text between ``<!-- nccl-tests:begin -->`` and
+``<!-- nccl-tests:end -->`` in ``validation.md`` (errors, ratio errors, robustness) and between
+``<!-- nccl-figures:begin -->`` and ``<!-- nccl-figures:end -->`` in ``collectives.md`` (fitted
+figures, error per size and node count); ``docs/tools/nccl_tables.py`` writes or checks them.
 
 Ratio error: the predicted slow-down of ``n`` GPUs over the 16-GPU fit cluster at the same size,
 ``(T̂_n / T̂_16) / (T_n / T_16) − 1`` — what "how much slower on 8x the nodes?" needs.
@@ -13,8 +13,6 @@ Ratio error: the predicted slow-down of ``n`` GPUs over the 16-GPU fit cluster a
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -113,35 +111,21 @@ def blocks(data: Path) -> tuple[str, str]:
 
 
 def replace_block(text: str, name: str, body: str, doc: str) -> str:
+    """``text`` with what stands between ``<!-- name:begin -->`` and ``<!-- name:end -->`` replaced by
+    ``body``; ValueError naming ``doc`` when a marker is missing."""
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     if begin not in text or end not in text:
-        raise SystemExit(f"{doc}: markers {begin} / {end} not found")
+        raise ValueError(f"{doc}: markers {begin} / {end} not found")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lbsim.calibration.nccl_docs", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/nccl_tests_a100", help="folder of nccl_<N>gpus.log files")
-    ap.add_argument("--docs", default="docs", help="folder holding validation.md and collectives.md")
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a document is out of date")
-    args = ap.parse_args(argv)
-    val, col = blocks(Path(args.data))
-    stale = []
+def documents(data: Path, docs: Path) -> dict[Path, str]:
+    """Each page under ``docs`` that holds a block, with the block computed from the logs in ``data``."""
+    val, col = blocks(data)
+    out = {}
     for doc, name, body in (("validation.md", "nccl-tests", val), ("collectives.md", "nccl-figures", col)):
-        path = Path(args.docs) / doc
-        old = path.read_text(encoding="utf-8")
-        new = replace_block(old, name, body, str(path))
-        if new != old:
-            stale.append(str(path))
-            if not args.check:
-                path.write_text(new, encoding="utf-8")
-    if args.check and stale:
-        print(f"out of date: {', '.join(stale)} (python -m lbsim.calibration.nccl_docs)", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        path = docs / doc
+        out[path] = replace_block(path.read_text(encoding="utf-8"), name, body, str(path))
+    return out
