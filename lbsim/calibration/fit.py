@@ -110,10 +110,12 @@ class IntraBounds:
 
     @property
     def log10_max_gbps(self) -> float:
+        """The bandwidth bound on the fit's scale: the fit searches ``log10`` of Gbit/s."""
         return float(np.log10(self.max_gbps))
 
     @property
     def log10_max_latency_s(self) -> float:
+        """The latency bound on the fit's scale: the fit searches ``log10`` of seconds."""
         return float(np.log10(self.max_latency_s))
 
 
@@ -136,6 +138,7 @@ class NoiseChoice:
     kept: bool  # M1 chosen
 
     def text(self) -> str:
+        """The decision in one line, as ``fit.yaml`` records it: both CV errors, the SE and the rule."""
         if self.folds == 0:
             return (f"compute noise not kept: c fitted {self.fitted_cv:.4g}, but there are fewer than two multi-GPU "
                     "fit placements to cross-validate it on")
@@ -147,6 +150,13 @@ class NoiseChoice:
 
 @dataclass(frozen=True)
 class Calibration:
+    """A fitted model: the compute curve ``t(b)``, the link figures, and how well and how surely they fit.
+
+    ``fit_error`` is the geomean |relative error| over the multi-GPU fit rows; ``residuals`` each
+    algorithm's root-mean-square log error (the fit keeps the smallest); ``noise``, ``interval`` and
+    ``domain`` say whether compute noise was kept, the leave-one-placement-out band of a prediction,
+    and the placements and batches the fit rows exercised (beyond them a prediction extrapolates)."""
+
     curve: ComputeCurve
     figures: LinkFigures
     gradient_bytes: int
