@@ -9,7 +9,7 @@
 3. **Links and overlap**: ``B_intra, α_intra, B_nic, α_nic, hide_share, tail_share`` by
    bounded least squares on ``log(predicted / measured)`` step time over the multi-GPU rows of
    the fit placements only, for every all-reduce algorithm in
-   :data:`lbsim.network.collectives.ALGORITHMS`, from a few fixed starting points; the algorithm
+   :data:`lbsim.network.algorithms.ALGORITHMS`, from a few fixed starting points; the algorithm
    with the smallest residual is kept — or the first listed (``nccl``: NCCL's own rule, then the
    others) whose residual is within 2 % of it, as fit placements often cannot tell two forms
    apart — so the collective is picked by the data.
@@ -73,7 +73,7 @@ from lbsim.calibration.interval import FitDomain, Interval
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.model import LinkFigures, steps_s
 from lbsim.errors import InputError
-from lbsim.network.collectives import ALGORITHMS
+from lbsim.network.algorithms import ALGORITHMS
 from lbsim.network.overlap import OverlapParams
 from lbsim.scenario import catalog
 

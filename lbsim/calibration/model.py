@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lbsim.network.collectives import Link, allreduce_s, bytes_per_s
+from lbsim.network.algorithms import allreduce_s
+from lbsim.network.collectives import Link, bytes_per_s
 from lbsim.network.overlap import OverlapParams, exposed_comm_s, node_compute_factor
 from lbsim.network.replica_wait import MaxDistribution, expected_step_s, max_distribution
 from lbsim.network.ring_latency import RingLatency
@@ -55,7 +56,7 @@ class LinkFigures:
 def comm_s(placement: Sequence[int], gradient_bytes: float, fig: LinkFigures) -> float:
     """One all-reduce of ``gradient_bytes`` over ``placement`` (GPUs per node)."""
     intra, inter = fig.links(placement)
-    return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm,  # type: ignore[arg-type]
+    return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm,
                        chunk_share=fig.chunk_share, ring_latency=fig.ring_latency)
 
 

@@ -17,7 +17,7 @@ from typing import ClassVar
 
 from lbsim.errors import InputError
 from lbsim.fields import param
-from lbsim.network.collectives import NetworkAlgorithm
+from lbsim.network.algorithms import NetworkAlgorithm
 from lbsim.network.ring_latency import RingLatency
 from lbsim.samples.config import SampleCostConfig
 from lbsim.scenario.nccl_section import NcclModel
