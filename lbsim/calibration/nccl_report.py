@@ -38,6 +38,9 @@ MIN_INTERVAL_ROWS = 5
 
 @dataclass(frozen=True)
 class NcclPrediction:
+    """One row's prediction: the time of NCCL's pick (``algorithm`` / ``protocol``), the row's role, its
+    interval ``[lo_s, hi_s]`` (None: none) and why it extrapolates (module docstring)."""
+
     row: NcclRow
     predicted_s: float
     algorithm: str
@@ -49,10 +52,12 @@ class NcclPrediction:
 
     @property
     def error(self) -> float:
+        """``predicted / measured − 1`` (positive: lbsim too slow)."""
         return self.predicted_s / self.row.time_s - 1.0
 
     @property
     def covered(self) -> bool | None:
+        """Whether the measured time lies in the interval (None without one)."""
         if self.lo_s is None or self.hi_s is None:
             return None
         return self.lo_s <= self.row.time_s <= self.hi_s
@@ -83,6 +88,8 @@ def _extrapolates(r: NcclRow, fit_rows: Sequence[NcclRow]) -> str:
 
 def predict_rows(fig: NcclFigures, rows: Sequence[NcclRow], fit_nodes: Sequence[int],
                  bounds: dict[bool, tuple[float, float]] | None = None) -> list[NcclPrediction]:
+    """Every row predicted with NCCL's pick under ``fig``: its role (fit node count, held out, or one GPU: not
+    scored), its interval from ``bounds`` (:func:`interval_bounds`) and its extrapolation flags."""
     fit_rows = [r for r in rows if r.nodes in fit_nodes and r.gpus > 1]
     out = []
     for r in rows:
@@ -105,6 +112,7 @@ def coverage(preds: Sequence[NcclPrediction], role: str, large: bool) -> tuple[i
 
 
 def csv_rows(preds: Sequence[NcclPrediction]) -> tuple[list[str], list[list[object]]]:
+    """``predictions.csv``: columns and one line per row (times to 9 significant digits, the error to 6)."""
     cols = ["nodes", "gpus", "size_bytes", "measured_s", "predicted_s", "predicted_lo_s", "predicted_hi_s", "error",
             "algorithm", "protocol", "role", "extrapolates"]
     body: list[list[object]] = []
@@ -159,6 +167,7 @@ def per_size_table(preds: Sequence[NcclPrediction]) -> tuple[list[str], list[lis
 
 
 def size_text(size: int) -> str:
+    """A message size in the largest binary unit that divides it: ``8 B``, ``256 KiB``, ``1 GiB``."""
     for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if size >= 2**k and size % 2**k == 0:
             return f"{size >> k} {unit}"
@@ -166,6 +175,7 @@ def size_text(size: int) -> str:
 
 
 def markdown(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """A markdown table of ``header`` and the ``body`` rows."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in body]
     return "\n".join(lines) + "\n"

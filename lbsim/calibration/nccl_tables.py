@@ -41,6 +41,8 @@ NOMINALS = (0.8, 0.9)
 
 
 def ratio_rows(preds: Sequence[NcclPrediction], base_gpus: int) -> list[list[str]]:
+    """Per held-out GPU count ``n``: the ratio errors ``(T̂_n / T̂_base) / (T_n / T_base) − 1`` over the sizes
+    ≥ 1 MiB both have (module docstring), as count, median, p90 and geomean |·|."""
     by = {(p.row.gpus, p.row.size_bytes): p for p in preds if p.role != "single"}
     out = []
     for gpus in sorted({p.row.gpus for p in preds if p.role == "held_out"}):
@@ -55,6 +57,8 @@ def ratio_rows(preds: Sequence[NcclPrediction], base_gpus: int) -> list[list[str
 
 
 def held_stats(rows: Sequence[NcclRow], fit_nodes: Sequence[int], chunk: float | None = None) -> list[str]:
+    """Fit on ``fit_nodes`` (with Simple's tree ``chunk`` if given): the held-out GPU counts and the median
+    and p90 |error| of the held-out rows ≥ 1 MiB and < 1 MiB."""
     sel = [r for r in rows if r.nodes in fit_nodes]
     fit = fit_nccl(sel) if chunk is None else fit_nccl(sel, simple_chunk_bytes=chunk)
     preds = predict_rows(fit.figures, rows, fit_nodes)
@@ -67,6 +71,7 @@ def held_stats(rows: Sequence[NcclRow], fit_nodes: Sequence[int], chunk: float |
 
 
 def figures_table(fig: NcclFigures) -> str:
+    """The fitted figures per protocol (base, NVLink hop, network hop, bandwidth share) and the bus bandwidths."""
     head = ["protocol", "base b_p (µs)", "NVLink hop a_p (µs)", "network hop x_p (µs)", "bandwidth share η_p"]
     body = [[name, f"{pf.base_s * 1e6:.2f}", f"{pf.intra_hop_s * 1e6:.2f}", f"{pf.inter_hop_s * 1e6:.2f}",
              f"{pf.efficiency:.3f}"] for name, pf in zip(PROTOCOLS, fig.protocols, strict=True)]
@@ -76,6 +81,8 @@ def figures_table(fig: NcclFigures) -> str:
 
 
 def blocks(data: Path) -> tuple[str, str]:
+    """The two blocks from the logs in ``data``: validation.md's (errors, ratio errors, interval coverage,
+    robustness to the fit node counts, the tree-chunk ablation) and collectives.md's (figures, error per size)."""
     logs: list[Path] = sorted(data.glob("nccl_*gpus.log"), key=lambda p: int(p.name[5:-8]))
     rows = read_logs(logs)
     fit = fit_nccl([r for r in rows if r.nodes in FIT_NODES])

@@ -52,6 +52,7 @@ class NcclRow:
 
     @property
     def gpus_per_node(self) -> int:
+        """``n / N``: the logs' nodes are equal."""
         return self.gpus // self.nodes
 
 
