@@ -48,7 +48,7 @@ from lbsim.scenario.sections import AllReduceConfig
 
 MARK = "<!-- generated -->"
 FIT_PLACEMENTS = "2,4,11,22,1111"
-# gradient bytes = parameters x 4 (fp32), parameter counts from the traces README §6; the bounds
+# gradient bytes = parameters x 4 (fp32), parameter counts from the traces README §6; the held-out geomean |error| target
 MODELS: dict[str, tuple[int, float]] = {
     "cifar10": (11_173_962 * 4, 0.10), "imagenet": (25_557_032 * 4, 0.10), "bert": (108_893_186 * 4, 0.10),
     "ncf": (1_602_657 * 4, 0.15), "deepspeech2": (41_187_968 * 4, 0.15), "yolov3": (61_626_049 * 4, 0.15),
