@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from lbsim.calibration.error_stats import abs_error_stats
+from lbsim.calibration.error_stats import coverage as interval_coverage
 from lbsim.calibration.nccl_tests import NcclRow
 from lbsim.network.nccl import NcclFigures, nccl_pick
 
@@ -105,10 +106,13 @@ def predict_rows(fig: NcclFigures, rows: Sequence[NcclRow], fit_nodes: Sequence[
 
 
 def coverage(preds: Sequence[NcclPrediction], role: str, large: bool) -> tuple[int, float]:
-    """(rows with an interval, share of them whose measurement lies inside) for one role and size class."""
-    flags = [p.covered for p in preds if p.role == role and (p.row.size_bytes >= LARGE_BYTES) == large]
-    have = [c for c in flags if c is not None]
-    return len(have), (sum(have) / len(have) if have else math.nan)
+    """(rows with an interval, share of them whose measurement lies inside) for one role and size class
+    (:func:`lbsim.calibration.error_stats.coverage`)."""
+    sel = [p for p in preds if p.role == role and (p.row.size_bytes >= LARGE_BYTES) == large]
+    low = np.array([math.nan if p.lo_s is None else p.lo_s for p in sel], dtype=np.float64)
+    high = np.array([math.nan if p.hi_s is None else p.hi_s for p in sel], dtype=np.float64)
+    measured = np.array([p.row.time_s for p in sel], dtype=np.float64)
+    return int(np.isfinite(low).sum()), interval_coverage(measured, low, high)
 
 
 def csv_rows(preds: Sequence[NcclPrediction]) -> tuple[list[str], list[list[object]]]:
