@@ -47,10 +47,12 @@ class Row:
 
     @property
     def label(self) -> str:
+        """The placement as the tables write it (:func:`placement_label`: ``124``, ``8-16``)."""
         return placement_label(self.placement)
 
     @property
     def gpus(self) -> int:
+        """GPUs in the placement, ``Σ g_k``."""
         return sum(self.placement)
 
 
@@ -83,6 +85,7 @@ def parse_placement(text: str, where: str) -> tuple[int, ...]:
 
 
 def parse_fit_placements(text: str) -> tuple[tuple[int, ...], ...]:
+    """``--fit-placements`` (comma-separated placements such as ``2,4,11``) as GPUs-per-node tuples."""
     items = [s for s in text.split(",") if s.strip()]
     if not items:
         raise InputError("--fit-placements", "give at least one placement, e.g. 2,4,11,22,1111")
@@ -114,6 +117,8 @@ def read_measured_text(path: Path, what: str = "measurement file") -> str:
 
 
 def read_csv(path: Path) -> list[Row]:
+    """A measurement CSV's rows (columns placement, local_bsz, step_time, optional sync_time, others kept),
+    each value checked, the row count bounded."""
     text = read_measured_text(path)
     reader = csv.DictReader(text.splitlines())
     header = reader.fieldnames or []
@@ -205,6 +210,7 @@ def read_profile(path: Path, gpus_per_node: int | None) -> list[Row]:
 
 
 def read_measurements(path: str | Path, *, gpus_per_node: int | None = None) -> list[Row]:
+    """The rows of a measurement CSV or of an ``lbsim profile`` JSON (its ranks on ``gpus_per_node`` nodes)."""
     p = Path(path)
     if p.suffix == ".json":
         return read_profile(p, gpus_per_node)

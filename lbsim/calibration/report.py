@@ -60,6 +60,9 @@ ALT_SUBSETS = ("2,4,11,22,111", "2,4,22,44,11")
 
 @dataclass(frozen=True)
 class ModelResult:
+    """One model's rows with each row's role and relative error under lbsim, Pollux and the catalog model,
+    the fitted ``fit.yaml``, and lbsim's interval and extrapolation flags per row."""
+
     model: str
     rows: list[Row]
     role: list[str]
@@ -72,19 +75,23 @@ class ModelResult:
     extrapolates: tuple[str, ...] = ()  # per row: why it extrapolates ("" inside the fit domain)
 
     def measured(self) -> np.ndarray:
+        """The measured step times, in row order."""
         return np.array([r.step_time_s for r in self.rows])
 
     def ratio(self, errors: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The ratio errors of ``errors`` over the rows in ``mask`` (:func:`~lbsim.calibration.error_stats.ratio_errors`)."""
         return ratio_errors([r.label for r in self.rows], [r.local_bsz for r in self.rows], self.measured(),
                             errors, mask)
 
     def covered(self, mask: np.ndarray) -> float:
+        """The interval coverage of the rows in ``mask`` (NaN: no interval read)."""
         if self.low is None or self.high is None:
             return float("nan")
         return coverage(self.measured()[mask], self.low[mask], self.high[mask])
 
 
 def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
+    """Relative errors of the uncalibrated catalog model (module docstring, step 3)."""
     inst = catalog.INSTANCES[CATALOG_INSTANCE]
     fig = LinkFigures(
         intra_bandwidth_gbps=inst.intra_bandwidth_gbps or inst.bandwidth_gbps, intra_latency_s=inst.intra_latency_s or 0.0,
@@ -98,6 +105,7 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
 
 
 def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = AUTO) -> ModelResult:
+    """Steps 1-3 of the module docstring for one model: ``lbsim calibrate`` into ``out/model``, Pollux, the catalog."""
     gradient_bytes, _ = MODELS[model]
     src = data_dir / f"{model}_placements.csv"
     dest = out / model
@@ -128,6 +136,8 @@ def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = AUTO) -> M
 
 @dataclass(frozen=True)
 class SubsetResult:
+    """One fit subset's held-out errors for one model (module docstring, step 4)."""
+
     subset: str
     model: str
     held_geomean: float
@@ -147,6 +157,8 @@ class SubsetResult:
 def held_out_summary(subset: str, model: str, rows: Sequence[Row], err: np.ndarray, algorithm: str,
                      jitter_cv: float = 0.0, low: np.ndarray | None = None,
                      high: np.ndarray | None = None) -> SubsetResult:
+    """The held-out figures of ``err`` when ``subset`` is fitted: geomean, median, p90, ratio errors, coverage,
+    mean, and the worst placement."""
     fit = set(parse_fit_placements(subset))
     held = np.array([role_of(r, fit) == "held_out" for r in rows])
     labels = np.array([r.label for r in rows])
@@ -184,6 +196,7 @@ def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS,
 
 
 def robustness_table(results: Sequence[SubsetResult]) -> list[str]:
+    """The robustness table, one line per subset and model."""
     lines = ["| fit placements | model | bound | held-out geomean % | median \\|e\\| % | p90 \\|e\\| % | ratio \\|e\\| "
              "median % | ratio \\|e\\| p90 % | interval coverage % | held-out mean e % | worst held-out placement "
              "(geomean %) | algorithm | compute noise c |", "|" + "---|" * 13]
@@ -291,6 +304,7 @@ def repeatability_table(results: Sequence[ModelResult]) -> list[str]:
 
 
 def placement_table(r: ModelResult) -> list[str]:
+    """One model's errors per placement (single, fit, then held out) under the three models."""
     role = np.array(r.role)
     labels = np.array([row.label for row in r.rows])
     order = sorted(set(labels), key=lambda p: ({"single": 0, "fit": 1, "held_out": 2}[role[labels == p][0]], len(p), p))
@@ -307,6 +321,7 @@ def placement_table(r: ModelResult) -> list[str]:
 
 
 def render(results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) -> str:
+    """The generated part of the page: the marker, then every table with its explanation."""
     out = [MARK, "", "### Summary (held out = every multi-GPU placement not among the fit placements)", ""]
     out += summary_table(results)
     out += ["", "### Intervals: held-out coverage of the nominal interval", "",

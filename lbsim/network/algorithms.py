@@ -106,6 +106,8 @@ class Ring(AllReduceAlgorithm):
     """The flat ring over all ranks (``T_ring``, :func:`lbsim.network.collectives.ring_allreduce_s`)."""
 
     def timer(self, links: NodeLinks, options: Options) -> Timer:
+        """Prepared: the hops the ring uses and the node slowing each; per call ``2(n−1) · max_h (α_h + S/(n B_h/F))``
+        (the classic form when all latencies agree, the path form on request) plus the fill."""
         n, phi = links.n, options.chunk_share
         # the hops it uses, in collectives._hops order (intra links of shared nodes, then every NIC
         # when there are >= 2 nodes), and the node whose slowdown slows each
@@ -133,6 +135,7 @@ class Ring(AllReduceAlgorithm):
 
     def time_s(self, gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link], inter: Sequence[Link],
                options: Options) -> float:
+        """The closed form on links (:func:`~lbsim.network.collectives.ring_allreduce_s`)."""
         return ring_allreduce_s(gradient_bytes, node_sizes, intra, inter, options.chunk_share, options.ring_latency)
 
 
@@ -140,6 +143,7 @@ class Hierarchical(AllReduceAlgorithm):
     """Intra reduce-scatter, a ring of the shards across nodes, intra all-gather (``T_hier``)."""
 
     def timer(self, links: NodeLinks, options: Options) -> Timer:
+        """Prepared: the stages ``2(g_max−1) + 2(N−1)``; per call ``2 max_k RS_k + AR_ring`` on the contended links plus the fill."""
         nodes, phi = links.nodes, options.chunk_share
         stages = 2 * (links.max_size - 1) + 2 * (nodes - 1)
 
@@ -160,6 +164,7 @@ class Hierarchical(AllReduceAlgorithm):
 
     def time_s(self, gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link], inter: Sequence[Link],
                options: Options) -> float:
+        """The closed form on links (:func:`~lbsim.network.collectives.hierarchical_allreduce_s`)."""
         return hierarchical_allreduce_s(gradient_bytes, node_sizes, intra, inter, options.chunk_share)
 
 
@@ -168,6 +173,7 @@ class Tree(AllReduceAlgorithm):
     on one node the flat ring."""
 
     def timer(self, links: NodeLinks, options: Options) -> Timer:
+        """Prepared: the path of the ``d + 1`` largest nodes and its latency; per call ``S / B_bott + 2·latency`` plus the fill."""
         if links.nodes <= 1:
             return RING.timer(links, options)
         phi = options.chunk_share
@@ -185,6 +191,7 @@ class Tree(AllReduceAlgorithm):
 
     def time_s(self, gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link], inter: Sequence[Link],
                options: Options) -> float:
+        """The closed form on links (:func:`~lbsim.network.collectives.tree_allreduce_s`)."""
         return tree_allreduce_s(gradient_bytes, node_sizes, intra, inter, options.chunk_share)
 
 
@@ -197,10 +204,12 @@ class NcclPick(AllReduceAlgorithm):
         return RING if nodes <= 2 else TREE
 
     def timer(self, links: NodeLinks, options: Options) -> Timer:
+        """The engine form of NCCL's choice for the topology's node count."""
         return self.choice(links.nodes).timer(links, options)
 
     def time_s(self, gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link], inter: Sequence[Link],
                options: Options) -> float:
+        """The closed form on links of NCCL's choice for ``len(node_sizes)`` nodes."""
         return self.choice(len(node_sizes)).time_s(gradient_bytes, node_sizes, intra, inter, options)
 
 
@@ -212,6 +221,7 @@ class NcclFitted(AllReduceAlgorithm):
     needs_nccl_figures = True
 
     def timer(self, links: NodeLinks, options: Options) -> Timer:
+        """Per call: NCCL's cost of its cheapest (algorithm, protocol) with figures from the slowest contended links."""
         figures = options.nccl
         if figures is None:
             raise ValueError("algorithm nccl_fitted needs the nccl figures")
