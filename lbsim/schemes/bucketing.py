@@ -37,6 +37,7 @@ class Bucketing:
 
     name: ClassVar[str]
     driver: ClassVar[str] = "sync"
+    needs_sample_cost: ClassVar[bool] = True  # without lengths the buckets are BSP's split
 
     def __init__(self, config: BucketingConfig, ctx: SchemeContext) -> None:
         self.required_gradients = ctx.workers
