@@ -51,6 +51,8 @@ from .records import OBSERVATION_COLUMNS, salvage
 
 @dataclass(frozen=True)
 class Task:
+    """One thing the ranks do in a job: train or profile, into ``out``, with its scheme and overrides."""
+
     kind: Literal["train", "profile"]
     out: str
     scheme: str | None = None  # switch to this scheme (None: the scenario's)
@@ -60,6 +62,8 @@ class Task:
 
 @dataclass(frozen=True)
 class Job:
+    """What every rank is launched with: the scenario, its overrides, the runtime options and the tasks."""
+
     scenario: str  # absolute path
     overrides: tuple[str, ...] = ()
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
@@ -326,6 +330,7 @@ def _print_summary(out: Path, scenario: Any, world: int, options: RuntimeOptions
 
 
 def default_out(scenario: str, leaf: str) -> Path:
+    """``runs/<scenario name>/runtime/<leaf>``."""
     return Path("runs") / Path(scenario).name.split(".")[0] / "runtime" / leaf
 
 

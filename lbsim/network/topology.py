@@ -48,6 +48,7 @@ class Topology:
 
     @property
     def n_workers(self) -> int:
+        """``n = Σ g_k``."""
         return sum(self.node_sizes)
 
     @property
@@ -56,6 +57,7 @@ class Topology:
         return tuple(k for k, g in enumerate(self.node_sizes) for _ in range(g))
 
     def members(self, node: int) -> range:
+        """The worker indices on ``node``."""
         start = sum(self.node_sizes[:node])
         return range(start, start + self.node_sizes[node])
 
