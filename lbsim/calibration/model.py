@@ -47,6 +47,8 @@ class LinkFigures:
     nics_per_node: int = 1  # a node of g GPUs sends through min(g, nics_per_node) NICs of nic_bandwidth_gbps each
 
     def links(self, placement: Sequence[int]) -> tuple[list[Link], list[Link]]:
+        """(intra, inter) links of each node of ``placement``: one intra link, and a node of g GPUs sending
+        through ``min(g, nics_per_node)`` NICs."""
         intra = Link(bytes_per_s(self.intra_bandwidth_gbps), self.intra_latency_s)
         nics = [Link(bytes_per_s(self.nic_bandwidth_gbps * min(g, self.nics_per_node)), self.nic_latency_s)
                 for g in placement]

@@ -60,4 +60,5 @@ class Bucketing:
         return owner
 
     def diagnostics(self) -> dict[str, object]:
+        """None: bucketing decides nothing beyond its split."""
         return {}
