@@ -378,6 +378,19 @@ def run_title(run: RunData) -> str:
     return f"{run.scheme}, seed {run.summary.get('seed', '?')}" + (", measured" if run.measured else "")
 
 
+def draw_timelines(ax: Any, labelled: Sequence[tuple[str, RunData]], window_s: float) -> None:
+    """Stacked worker timelines, one run per panel ``ax[k, 0]`` titled by its label: the x label on the
+    last panel only, and one legend of every phase drawn, beside the first."""
+    phases: list[str] = []
+    for k, (label, run) in enumerate(labelled):
+        phases += [p for p in draw_timeline(ax[k, 0], run, window_s, legend=False) if p not in phases]
+        ax[k, 0].set_title(label, fontsize="medium", loc="left")
+        if k < len(labelled) - 1:
+            ax[k, 0].set_xlabel("")
+    ax[0, 0].legend(handles=phase_handles(phases), fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                    title="phase")
+
+
 def window_text(window_s: float, runs: Sequence[RunData]) -> str:
     """'first 20 s', or 'the whole run (8.2 s)' when the window covers every run."""
     end = max((r.end_s for r in runs), default=0.0)
