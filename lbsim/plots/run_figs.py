@@ -351,19 +351,16 @@ def draw_accuracy(ax_acc: Any, ax_loss: Any | None, curves: dict[str, RunData], 
             ax_loss.plot(num["time_s"], num["loss"], label=label, color=color, marker=".")
     first = next(iter(curves.values()), None)
     time_axis = first.time_axis if first is not None else "simulated time (s)"
-    ax_acc.set_xlabel(time_axis)
-    ax_acc.set_ylabel("held-out accuracy (fraction)")
-    ax_acc.grid(True, alpha=0.3)
-    ax_acc.legend(fontsize="small", loc="lower right")
-    nonnegative(ax_acc, "x")
-    nonnegative(ax_acc, "y")
+    panels = [(ax_acc, "held-out accuracy (fraction)", "lower right")]
     if ax_loss is not None:
-        ax_loss.set_xlabel(time_axis)
-        ax_loss.set_ylabel("held-out loss (nats)")
-        ax_loss.grid(True, alpha=0.3)
-        ax_loss.legend(fontsize="small", loc="upper right")
-        nonnegative(ax_loss, "x")
-        nonnegative(ax_loss, "y")
+        panels.append((ax_loss, "held-out loss (nats)", "upper right"))
+    for ax, ylabel, corner in panels:
+        ax.set_xlabel(time_axis)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small", loc=corner)
+        nonnegative(ax, "x")
+        nonnegative(ax, "y")
 
 
 def batches_vary(run: RunData) -> bool:
