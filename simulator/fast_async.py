@@ -6,7 +6,8 @@ four events — compute end, push arrival, apply end, pull arrival — where the
 to eleven. The push and pull of a worker alone on its node, the common case, are
 ``FastServer.push`` / ``pull`` written out (they are a tenth of the run's work); the two agree
 (both are held to the event path's records by tests/test_fast_ps.py). Every time is computed by
-the event path's expressions, so the records are the event path's. The decisions are the gate's (:class:`lbsim.schemes.gate.Gate`: the scheme's ``on_push``
+the event path's expressions (an iteration's compute end by its one-call form,
+:func:`lbsim.simulator.fast_compute.compute_end_of`), so the records are the event path's. The decisions are the gate's (:class:`lbsim.schemes.gate.Gate`: the scheme's ``on_push``
 / ``may_start``) and the scheme's ``batch``, asked at the same moments as the event path asks them;
 neither path asks the gate of a scheme that declares it never holds a worker (``Gate.free``).
 """

@@ -34,7 +34,12 @@ What is shared with the event path, so that one change reaches both: the round t
 the decisions (:class:`lbsim.schemes.gate.Gate` and the scheme; WBSP's
 :class:`lbsim.schemes.wbsp_rounds.Rounds`) and, for WBSP, the step records
 (:class:`lbsim.simulator.wbsp.WBSPBook`). What each path writes itself: the order of events (SimPy's
-scheduler, or the fast loop's reproduction of it).
+scheduler, or the fast loop's reproduction of it). Two rules are written out a second time for
+speed, each held to its original float for float by tests/test_fast_compute.py: an iteration's
+compute end as one call (:mod:`lbsim.simulator.fast_compute`: the segment and jitter caches of
+``WorkerContention``, kept per worker) and a worker's own-link time
+(:func:`lbsim.simulator.fast_server.own_link_of`); the transfer's tail (``tail_s``) is written out
+where a transfer is timed.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ server's queues in closed form (:class:`lbsim.simulator.fast_server.FastServer`)
 and records are the event path's own (:class:`lbsim.simulator.wbsp.WBSPBook`: the scheme's
 ``on_upload`` / ``observe_step``, :class:`lbsim.schemes.wbsp_rounds.Rounds`), called at the same
 moments with the environment's clock set to the event's time; every time is computed by the event
-path's expressions (:func:`lbsim.simulator.compute.iteration_end_s`, the server's rules).
+path's expressions (:func:`lbsim.simulator.compute.iteration_end_s` in its one-call form
+:func:`lbsim.simulator.fast_compute.compute_end_of`, the server's rules).
 """
 
 from __future__ import annotations
