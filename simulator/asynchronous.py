@@ -20,10 +20,11 @@ from typing import Any
 from lbsim.metrics.run_end import cut_row, stop_reached
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
-from lbsim.simulator.compute import iteration_end_s
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fetch import Fetcher
-from lbsim.simulator.network import ParameterServer
+
+from .compute import iteration_end_s
+from .env import SimEnv
+from .fetch import Fetcher
+from .network import ParameterServer
 
 
 class AsyncDriver:

@@ -19,10 +19,11 @@ from heapq import heappush
 from lbsim.metrics.run_end import cut_row
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fast_compute import compute_end_of
-from lbsim.simulator.fast_loop import EventLoop, Process, RunEnded, Stopped
-from lbsim.simulator.fast_server import FastServer
+
+from .env import SimEnv
+from .fast_compute import compute_end_of
+from .fast_loop import EventLoop, Process, RunEnded, Stopped
+from .fast_server import FastServer
 
 _FLUSH_MASK = (1 << 16) - 1  # buffered rows move to the record logs every 65,536 updates
 

@@ -54,8 +54,9 @@ from operator import itemgetter
 from typing import Any
 
 from lbsim.network.parameter_server import ServerTiming
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.network import server_timing
+
+from .env import SimEnv
+from .network import server_timing
 
 _PARENT = itemgetter(0)  # an event's parent time in a list of (parent time, code)
 

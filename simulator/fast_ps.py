@@ -48,10 +48,11 @@ import gc
 from collections.abc import Callable
 
 from lbsim.scenario.sections import ParameterServerConfig
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fast_async import FastAsync
-from lbsim.simulator.fast_loop import Tie
-from lbsim.simulator.fast_wbsp import FastWBSP
+
+from .env import SimEnv
+from .fast_async import FastAsync
+from .fast_loop import Tie
+from .fast_wbsp import FastWBSP
 
 # Which fast loop enacts a scheme's decisions, by the scheme's ``driver`` attribute.
 FAST_DRIVERS: dict[str, type[FastAsync] | type[FastWBSP]] = {"async": FastAsync, "wbsp": FastWBSP}

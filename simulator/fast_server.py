@@ -24,7 +24,8 @@ from heapq import heappush
 from lbsim.contention.model import WorkerContention, combined_factor
 from lbsim.contention.sources import StepSource
 from lbsim.network.parameter_server import link_s
-from lbsim.simulator.fast_loop import EventLoop, node_factor
+
+from .fast_loop import EventLoop, node_factor
 
 
 def own_link_of(contention: WorkerContention, gradient_bytes: float, link_bytes_per_s: float) -> Callable[[float], float]:

@@ -47,13 +47,14 @@ from lbsim.contention.model import WorkerContention, combined_factor, jitter_blo
 from lbsim.contention.sources import StepSource
 from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES
 from lbsim.network.overlap import exposed_comm_s
-from lbsim.schemes.sample_plan import plan_round, update_weights
 from lbsim.samples.model import SampleModel
 from lbsim.samples.rounds import RoundPlan
 from lbsim.scenario.sections import AllReduceConfig
 from lbsim.schemes.base import RoundObservation, WorkerColumns, as_sync
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.network import allreduce_plan
+from lbsim.schemes.sample_plan import plan_round, update_weights
+
+from .env import SimEnv
+from .network import allreduce_plan
 
 
 def ineligible(env: SimEnv) -> str | None:

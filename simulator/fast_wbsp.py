@@ -15,11 +15,11 @@ from __future__ import annotations
 from collections.abc import Generator
 from heapq import heappush
 
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fast_compute import IterationEnd, compute_end_of
-from lbsim.simulator.fast_loop import EventLoop, Process, RunEnded, Stopped
-from lbsim.simulator.fast_server import FastServer
-from lbsim.simulator.wbsp import Step, WBSPBook
+from .env import SimEnv
+from .fast_compute import IterationEnd, compute_end_of
+from .fast_loop import EventLoop, Process, RunEnded, Stopped
+from .fast_server import FastServer
+from .wbsp import Step, WBSPBook
 
 
 class FastWBSP(WBSPBook):

@@ -66,10 +66,11 @@ import simpy
 
 from lbsim.schemes.base import as_wbsp
 from lbsim.schemes.wbsp_rounds import Rounds
-from lbsim.simulator.compute import iteration_end_s
-from lbsim.simulator.env import SimEnv
-from lbsim.simulator.fetch import Fetcher
-from lbsim.simulator.network import ParameterServer
+
+from .compute import iteration_end_s
+from .env import SimEnv
+from .fetch import Fetcher
+from .network import ParameterServer
 
 
 class Step:
