@@ -1,21 +1,24 @@
 """Mixed hardware plus sequence lengths, for real (gloo, 4 CPU ranks) and in the simulator.
 
-Run: ``python benchmarks/bench_seqlen_runtime.py [--steps 14] [--out runs/seqlen_runtime.json]``.
+Run: ``python benchmarks/bench_seqlen_runtime.py [--steps 14] [--world 4] [--slow-ranks 2] [--repeats 1]
+[--out runs/seqlen_runtime.json]``.
 
 A small length-sensitive model — one self-attention block (d = 48) over each sample's own token
 sequence, a next-token head, per-sample token-mean loss, float32, one thread per rank — trains on
 synthetic token sequences whose lengths are the shipped Azure conversation lengths
-(data/token_lengths/azure_conv_2023.csv) divided by ``SCALE`` and capped at ``CAP`` tokens. Ranks 2
-and 3 are slowed ``SLOWDOWN`` x for the whole run (the library's emulated contention,
-:mod:`lbsim.runtime.ddp.inject`): two fast and two slow "GPUs". Three arms, the same samples in
-the same order (the epoch permutation of seed 0), ``--steps`` steps of global batch ``B``:
+(data/token_lengths/azure_conv_2023.csv) divided by ``SCALE`` and capped at ``CAP`` tokens. The last
+``--slow-ranks`` of the ``--world`` ranks (by default ranks 2 and 3 of 4) are slowed ``SLOWDOWN`` x for
+the whole run (the library's emulated contention, :mod:`lbsim.runtime.ddp.inject`): fast and slow
+"GPUs". Three arms, the same samples in the same order (the epoch permutation of seed 0), ``--steps``
+steps of global batch ``B``, run ``--repeats`` times with the arms' order rotated each repeat (so no
+arm always runs first or last on a machine whose load drifts):
 
 * ``bucketing``: each step's samples sorted by length, B/4 consecutive ones per rank, plain DDP;
 * ``lbbsp count``: :class:`lbsim.runtime.ddp.LoadBalancer` (gpu_model, lag 0, a decision per step);
 * ``lbbsp cost``: the same with ``lengths=`` (the step's samples partitioned by predicted cost).
 
 Figures: each arm's mean step time over steps 3.. (the first ones warm up and let the fits learn),
-and the simulator's prediction of it. The simulator's figures are fitted here, inside the job before the arms run
+its median and range over the repeats, and the simulator's prediction of it. The simulator's figures are fitted here, inside the job before the arms run
 (every rank at once, so the fit sees the processor sharing the arms see), by code in this file: the
 per-sample cost ``c(L) = c0 + a L + b L^2`` (least squares over timed single samples at 8 lengths,
 averaged over the ranks), the fixed time of a step, and the all-reduce time of the model's gradient
@@ -33,6 +36,7 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -40,7 +44,7 @@ import torch.multiprocessing as mp
 
 REPO = Path(__file__).resolve().parents[1]
 LENGTHS_FILE = REPO / "data" / "token_lengths" / "azure_conv_2023.csv"
-WORLD, B, SCALE, CAP, D, V, SLOWDOWN = 4, 32, 8, 768, 48, 64, 2.5
+B, SCALE, CAP, D, V, SLOWDOWN = 32, 8, 768, 48, 64, 2.5
 N = 2000  # dataset size (samples drawn from the shipped lengths)
 ARMS = ("bucketing", "lbbsp count", "lbbsp cost")
 
@@ -123,7 +127,7 @@ def shared_fit(fits: list[dict[str, float]], ref: float) -> dict[str, float]:
     return out
 
 
-def _rank(rank: int, rendezvous: str, out: str, steps: int) -> None:
+def _rank(rank: int, rendezvous: str, out: str, steps: int, world: int, slow_ranks: int, repeats: int) -> None:
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -131,13 +135,13 @@ def _rank(rank: int, rendezvous: str, out: str, steps: int) -> None:
     from lbsim.runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown, slowed_hook
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     lengths = dataset_lengths()
-    fits: list[dict[str, float]] = [None] * WORLD  # type: ignore[list-item]
+    fits: list[dict[str, float]] = [None] * world  # type: ignore[list-item]
     dist.all_gather_object(fits, fit_sample_cost())
     cfg = shared_fit(fits, float(lengths.mean()))
     speed = 1.0 / (cfg["c0"] + cfg["a"] * cfg["ref"] + cfg["b"] * cfg["ref"] ** 2)  # samples/s at L_ref
-    slow = rank >= 2
+    slow = rank >= world - slow_ranks
     nominal = speed / SLOWDOWN if slow else speed
     # the all-reduce of the gradient, timed alone (the simulator's communication figure)
     grad = torch.zeros(int(cfg["params"]))
@@ -148,8 +152,10 @@ def _rank(rank: int, rendezvous: str, out: str, steps: int) -> None:
         dist.all_reduce(grad)
         comm.append(time.perf_counter() - t)
     perm = torch.randperm(N, generator=torch.Generator().manual_seed(0)).tolist()
-    result: dict[str, object] = {"comm_s": float(np.median(comm[2:])), "fit": cfg, "rank_fits": fits}
-    for arm in ARMS:
+    result: dict[str, Any] = {"comm_s": float(np.median(comm[2:])), "fit": cfg, "rank_fits": fits,
+                                 "world": world, "slow_ranks": slow_ranks, "repeats": repeats}
+    order = [ARMS[(i + r) % len(ARMS)] for r in range(repeats) for i in range(len(ARMS))]  # rotated each repeat
+    for arm in order:
         torch.manual_seed(0)
         slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
         model = DDP(Block())
@@ -157,7 +163,7 @@ def _rank(rank: int, rendezvous: str, out: str, steps: int) -> None:
         if arm == "bucketing":
             model.register_comm_hook(None, slowed_hook(default_hooks.allreduce_hook, slowed))
         else:
-            extra = {"lengths": torch.tensor(lengths), "cost_linear": cfg["a"], "cost_quadratic": cfg["b"],
+            extra: dict[str, Any] = {"lengths": torch.tensor(lengths), "cost_linear": cfg["a"], "cost_quadratic": cfg["b"],
                      "cost_per_sample": cfg["c0"], "reference_tokens": cfg["ref"]} if arm == "lbbsp cost" else {}
             lb = LoadBalancer(B, variant="gpu_model", samples_per_s=nominal, slowed=slowed, decide_every=1, lag=0,
                               max_batch=B, **extra)
@@ -169,8 +175,8 @@ def _rank(rank: int, rendezvous: str, out: str, steps: int) -> None:
             dist.barrier()
             t = time.perf_counter()
             if lb is None:
-                order = sorted(step, key=lambda i: (int(lengths[i]), i))
-                mine = order[rank * (B // WORLD):(rank + 1) * (B // WORLD)]
+                lo, hi = rank * B // world, (rank + 1) * B // world
+                mine = sorted(step, key=lambda i: (int(lengths[i]), i))[lo:hi]
                 if slowed is not None:
                     slowed.begin()
             elif lb.costs is None:
@@ -190,16 +196,16 @@ def _rank(rank: int, rendezvous: str, out: str, steps: int) -> None:
             mine_counts.append(len(mine))
         if lb is not None:
             lb.finish()
-        every = [None] * WORLD
+        every = [None] * world
         dist.all_gather_object(every, {"times": times, "counts": mine_counts})
-        result[arm] = every
+        result.setdefault(arm, []).append(every)
     if rank == 0:
         Path(out).write_text(json.dumps(result))
     dist.barrier()
     dist.destroy_process_group()
 
 
-def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path) -> dict[str, float]:
+def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path, world: int, slow_ranks: int) -> dict[str, float]:
     """The simulator's mean iteration time of each arm, from the fitted figures."""
     import yaml
 
@@ -210,7 +216,7 @@ def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path) -> 
     lfile.write_text("tokens\n" + "\n".join(str(int(v)) for v in lengths) + "\n")
     speed = 1.0 / (fit["c0"] + fit["a"] * fit["ref"] + fit["b"] * fit["ref"] ** 2)
     grad_bytes = int(fit["params"]) * 4
-    bw_gbps = 2 * (WORLD - 1) / WORLD * grad_bytes * 8 / comm_s / 1e9  # the flat ring's time = the measured all-reduce
+    bw_gbps = 2 * (world - 1) / world * grad_bytes * 8 / comm_s / 1e9  # the flat ring's time = the measured all-reduce
     group = {"instance": "c5.xlarge", "t0_s": fit["t0_s"], "max_batch": B}
     scenario = {
         "name": "seqlen_runtime", "seed": 0,
@@ -218,8 +224,8 @@ def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path) -> 
                      "sample_cost": {"lengths": {"name": "file", "path": str(lfile)}, "cost_linear": fit["a"],
                                      "cost_quadratic": fit["b"], "cost_per_sample": fit["c0"],
                                      "reference_tokens": fit["ref"]}},
-        "cluster": {"groups": [{**group, "count": 2, "samples_per_s": speed},
-                               {**group, "count": 2, "samples_per_s": speed / SLOWDOWN}]},
+        "cluster": {"groups": [{**group, "count": world - slow_ranks, "samples_per_s": speed},
+                               {**group, "count": slow_ranks, "samples_per_s": speed / SLOWDOWN}]},
         "network": {"name": "ring_allreduce", "alpha_s": 0.0, "bandwidth_gbps": bw_gbps},
         "scheme": {"name": "lbbsp", "variant": "gpu_model", "split_dead_band": 0.1},
     }
@@ -238,28 +244,38 @@ def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path) -> 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=14)
+    ap.add_argument("--world", type=int, default=4, help="gloo ranks (3-4: the issue's runtime check)")
+    ap.add_argument("--slow-ranks", type=int, default=None, help=f"the last ranks slowed {SLOWDOWN}x (default: half)")
+    ap.add_argument("--repeats", type=int, default=1, help="each arm this many times, the arms' order rotated")
     ap.add_argument("--out", default="runs/seqlen_runtime.json")
     args = ap.parse_args()
+    slow_ranks = args.world // 2 if args.slow_ranks is None else args.slow_ranks
+    if not (2 <= args.world <= 8 and 1 <= slow_ranks < args.world and 1 <= args.repeats <= 20 and 3 <= args.steps <= 60):
+        ap.error("expected 2 <= --world <= 8, 1 <= --slow-ranks < --world, 1 <= --repeats <= 20, 3 <= --steps <= 60")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        mp.start_processes(_rank, args=(str(Path(tmp) / "rendezvous"), str(out), args.steps), nprocs=WORLD,
-                           start_method="spawn")
+        mp.start_processes(_rank, args=(str(Path(tmp) / "rendezvous"), str(out), args.steps, args.world, slow_ranks,
+                                        args.repeats), nprocs=args.world, start_method="spawn")
     real = json.loads(out.read_text())
     fit = real["fit"]
-    sim = simulate(fit, real["comm_s"], args.steps, out.parent)
+    sim = simulate(fit, real["comm_s"], args.steps, out.parent, args.world, slow_ranks)
     print(f"fit: c(L) = {fit['c0'] * 1e3:.3f} ms + {fit['a'] * 1e6:.3f} us L + {fit['b'] * 1e9:.3f} ns L^2; "
           f"step fixed {fit['t0_s'] * 1e3:.2f} ms; all-reduce {real['comm_s'] * 1e3:.2f} ms; L_ref {fit['ref']:.1f}")
     rows = {}
+    print(f"{args.world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; {args.repeats} repeat(s), arms rotated")
     for arm in ARMS:
-        per_rank = real[arm]
-        steps = np.max(np.array([r["times"] for r in per_rank]), axis=0)  # a step ends when its slowest rank's does
-        mean = float(steps[2:].mean())
-        counts = np.array([r["counts"] for r in per_rank])[:, 2:].mean(axis=1)
-        rows[arm] = {"runtime_s": mean, "sim_s": sim[arm], "error": sim[arm] / mean - 1, "mean_counts": counts.tolist()}
-        print(f"{arm:12s} runtime {mean:.3f} s  simulator {sim[arm]:.3f} s  error {sim[arm] / mean - 1:+.1%}  "
-              f"mean samples per rank {np.round(counts, 1).tolist()}")
+        means = []
+        for per_rank in real[arm]:  # one repeat
+            steps = np.max(np.array([r["times"] for r in per_rank]), axis=0)  # a step ends when its slowest rank's does
+            means.append(float(steps[2:].mean()))
+        mean = float(np.median(means))
+        counts = np.array([r["counts"] for r in real[arm][0]])[:, 2:].mean(axis=1)
+        rows[arm] = {"runtime_s": mean, "runtime_repeats_s": means, "sim_s": sim[arm], "error": sim[arm] / mean - 1,
+                     "mean_counts": counts.tolist()}
+        print(f"{arm:12s} runtime {mean:.3f} s (median; {min(means):.3f}..{max(means):.3f})  simulator {sim[arm]:.3f} s  "
+              f"error {sim[arm] / mean - 1:+.1%}  mean samples per rank {np.round(counts, 1).tolist()}")
     load1 = os.getloadavg()
     print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}")
     out.write_text(json.dumps({"fit": fit, "rows": rows, "load": [load0[0], load1[0]], "raw": real}))

@@ -73,9 +73,11 @@ class Emulated:
             time.sleep(left)
 
     def cpu_available(self, t: float) -> float:
+        """The CPU share in (0, 1] the schedule leaves the worker at ``t``."""
         return self.cont.cpu_available(t)
 
     def oracle(self, t: float, next_multiplier: float) -> float:
+        """The true slowdown of the next step: the schedule's compute factor at ``t`` times the trace's."""
         return self.cont.compute_factor(t) * next_multiplier
 
 
@@ -93,6 +95,7 @@ class RealBurner:
         self.proc: subprocess.Popen[str] | None = None
 
     def prepare(self, timeout_s: float = 60.0) -> None:
+        """Start the burner process and wait for its ``ready`` (RuntimeError if it says anything else)."""
         if not self.needed:
             return
         self.proc = subprocess.Popen([sys.executable, "-m", "lbsim.runtime.burner", json.dumps(self.args)],
@@ -104,11 +107,13 @@ class RealBurner:
             raise RuntimeError(f"the CPU burner of worker {self.args['worker']} did not start (said {line!r})")
 
     def start(self, clock_t0: float) -> None:
+        """Hand the burner the run's clock origin: it burns its schedule from then on."""
         if self.proc is not None and self.proc.stdin is not None:
             self.proc.stdin.write(f"{clock_t0!r}\n")
             self.proc.stdin.flush()
 
     def stop(self) -> None:
+        """End the burner (terminate, then kill if it does not exit within 5 s)."""
         if self.proc is None:
             return
         self.proc.terminate()
@@ -159,5 +164,6 @@ class Injection:
         return measured_cpu, math.nan
 
     def stop(self) -> None:
+        """Stop the burner, if any."""
         if self.burner is not None:
             self.burner.stop()

@@ -130,6 +130,8 @@ class LocalitySampler:
                 self.own = ShardStream(parts[rank], stream(seed, "numerics", "shard", rank))
 
     def next(self, batches: Sequence[int], local: Sequence[int]) -> np.ndarray:
+        """This rank's sample indices for the round: its ``local`` draws from its shard, then its slice of the
+        shared stream's draws (every worker's shared part, in worker order)."""
         shared = [int(b) if not (self.has_shard[w] and local[w]) else int(b) - int(local[w])
                   for w, b in enumerate(batches)]
         drawn = self.shared.draw(sum(shared))
@@ -156,6 +158,8 @@ class Byzantine:
         self.rng = stream(scenario.seed, *BYZANTINE_STREAM) if rank in self.workers else None
 
     def apply(self, g: torch.Tensor) -> torch.Tensor:
+        """``g`` corrupted by the attack if this rank is Byzantine (the other Byzantine draws made and dropped,
+        so the generator advances as the trainer's does), else ``g``."""
         if self.rng is None:
             return g
         honest = g.detach().to(torch.float64).cpu().numpy()
@@ -168,6 +172,7 @@ class Byzantine:
         return torch.from_numpy(mine).to(dtype=g.dtype, device=g.device)
 
     def note(self) -> str | None:
+        """A line for the run's notes naming the Byzantine workers and the attack (None: none)."""
         if not self.workers:
             return None
         return (f"Byzantine workers {list(self.workers)}: {self.attack} (scale {self.scale:g}) "

@@ -48,10 +48,12 @@ class FlatModel:
         assert self.n_params == self.reference.n_params
 
     def initial(self, seed: int, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """The numerics model's initial weights from the seed's :data:`INIT_STREAM` (the simulator's, exactly)."""
         w = self.reference.init(stream(seed, *INIT_STREAM))
         return torch.tensor(w, dtype=dtype, device=device)
 
     def unpack(self, w: torch.Tensor) -> list[torch.Tensor]:
+        """Views of ``w`` as the layers' weights and biases, in :attr:`shapes` order (no copy)."""
         out, o = [], 0
         for s in self.shapes:
             k = int(np.prod(s))
@@ -60,6 +62,7 @@ class FlatModel:
         return out
 
     def logits(self, w: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """``X W + b`` (softmax), or ``act(X W1 + b1) W2 + b2`` (MLP, ReLU or tanh)."""
         parts = self.unpack(w)
         if self.cfg.model == "softmax":
             W, b = parts
@@ -70,6 +73,7 @@ class FlatModel:
         return h @ W2 + b2
 
     def penalty(self, w: torch.Tensor) -> torch.Tensor:
+        """The L2 penalty ``l2/2 · Σ ||W||²`` over the weight matrices (not the biases)."""
         weights = self.unpack(w)[0::2]
         return 0.5 * self.cfg.l2 * sum((W * W).sum() for W in weights)  # type: ignore[return-value]
 
@@ -92,6 +96,8 @@ class FlatModel:
 
 @dataclass
 class TrainData:
+    """The dataset's train and test splits as tensors on the rank's device, with its shape."""
+
     X_train: torch.Tensor
     y_train: torch.Tensor
     X_test: torch.Tensor
@@ -101,6 +107,7 @@ class TrainData:
 
 
 def load_data(cfg: TrainingConfig, *, dtype: torch.dtype, device: torch.device) -> TrainData:
+    """The configured dataset (:func:`lbsim.numerics.load_dataset`, the simulator's) as tensors."""
     ds = load_dataset(cfg.dataset)
     return TrainData(
         X_train=torch.tensor(ds.X_train, dtype=dtype, device=device),
@@ -125,6 +132,7 @@ class SGDState:
         self.buf: torch.Tensor | None = None
 
     def scale(self, samples: int) -> float:
+        """The learning-rate rule's factor for an update holding ``samples`` samples."""
         return update_scale(self.rule, samples, self.global_batch)
 
     @torch.no_grad()

@@ -80,15 +80,18 @@ class CyclingBatches:
         self.round = 0
 
     def initial_batches(self) -> tuple[int, ...]:
+        """Every rank at the first size."""
         return (self.sizes[0],) * self.n
 
     def next_batches(self, observation: Any) -> tuple[int, ...]:
+        """The next size for every rank (the inner scheme asked and ignored)."""
         if self.inner is not None:
             self.inner.next_batches(observation)
         self.round += 1
         return (self.sizes[self.round % len(self.sizes)],) * self.n
 
     def diagnostics(self) -> dict[str, object]:
+        """None: the profile reports its own figures."""
         return {}
 
 
@@ -100,6 +103,8 @@ def _scheme_or_none(base: LoopSpec) -> Any:
 
 
 def profile_sizes(global_batch: int, caps: list[int]) -> list[int]:
+    """The per-rank batches profiled: the even share ``B / n`` times each of :data:`FACTORS`, within the
+    smallest cap, distinct and sorted."""
     n, cap = len(caps), min(caps)
     return sorted({max(1, min(cap, round(global_batch / n * f))) for f in FACTORS})
 

@@ -42,11 +42,13 @@ class TokenModel:
         self.n_params = int(sum(int(np.prod(s)) for s in SHAPES))
 
     def initial(self, seed: int, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """The flat initial parameters: matrices ~ N(0, 1/fan_in), biases 0, from the seed's own stream."""
         rng = stream(seed, "tokens", "init")
         parts = [rng.normal(0.0, 1.0 / math.sqrt(s[0]), s).ravel() if len(s) == 2 else np.zeros(s[0]) for s in SHAPES]
         return torch.tensor(np.concatenate(parts), dtype=dtype, device=device)
 
     def unpack(self, w: torch.Tensor) -> list[torch.Tensor]:
+        """Views of the flat parameters in :data:`SHAPES` order (no copy)."""
         out, o = [], 0
         for s in SHAPES:
             k = int(np.prod(s))
@@ -121,6 +123,7 @@ class SampleRounds:
         return p.batches, p.owner.tolist()
 
     def work_of(self, r: int) -> np.ndarray:
+        """Rank 0: each worker's work in round r (units of the reference sample's cost), for the scheme's observation."""
         return self._work[r]
 
     def mine(self, k: int, owner: np.ndarray, rank: int) -> tuple[list[torch.Tensor], int, int]:

@@ -97,12 +97,14 @@ class WBSPChannel(Channel):
     """:class:`Channel` plus WBSP's step rows, and a reply read in two parts (header, then the snapshot)."""
 
     def push_steps(self, header: dict[str, float], delta: torch.Tensor, rows: list[list[float]], round_: int) -> None:
+        """Push the round's model delta, then its local steps' rows (:data:`STEP` columns)."""
         self.push({**header, "rows": len(rows)}, delta, round_)
         if rows:
             t = torch.tensor(rows, dtype=torch.float64)
             self._call("push of the step rows", round_, dist.send, t, self.server, tag=TAG_STEPS)
 
     def rows_of(self, worker: int, count: int, round_: int) -> list[dict[str, float]]:
+        """Server: receive ``count`` step rows from ``worker``."""
         if count <= 0:
             return []
         t = torch.zeros((count, len(STEP)), dtype=torch.float64)
@@ -167,11 +169,13 @@ class Stepper:
         self.model.loss_and_grad(self.w, self.data.X_train[:batch], self.data.y_train[:batch])
 
     def start(self, t0: float) -> None:
+        """The run's clock starts at ``t0`` (time.monotonic()); injection starts with it."""
         self.t0 = t0
         self.inj.start(t0)
         self.multiplier = self.inj.multiplier(0)
 
     def now(self) -> float:
+        """Seconds since the run's clock origin."""
         return time.monotonic() - self.t0
 
     def step(self, k: int, batch: int, base_version: int, version: int) -> tuple[Step, torch.Tensor]:
@@ -431,6 +435,7 @@ class Server:
     decision_s: list[float] = field(default_factory=list)
 
     def now(self) -> float:
+        """Seconds since the run's clock origin."""
         return time.monotonic() - self.t0
 
     def apply(self, src: int, h: dict[str, float], delta: torch.Tensor) -> None:
@@ -453,6 +458,8 @@ class Server:
             self.final = self.spec.is_last(update, t_apply, self.log.round_book.samples_applied)
 
     def reply(self, src: int, received_s: float) -> None:
+        """Answer worker ``src``'s push: its next batch and the version, the snapshot when flagged, stop at the end,
+        and the time the server held the push."""
         fields: dict[str, float] = {"batch": self.scheme.batch(src), "version": self.log.rounds}
         weights = None
         if self.final:

@@ -51,6 +51,8 @@ from .records import OBSERVATION_COLUMNS, salvage
 
 @dataclass(frozen=True)
 class Task:
+    """One thing the ranks do in a job: train or profile, into ``out``, with its scheme and overrides."""
+
     kind: Literal["train", "profile"]
     out: str
     scheme: str | None = None  # switch to this scheme (None: the scenario's)
@@ -60,6 +62,8 @@ class Task:
 
 @dataclass(frozen=True)
 class Job:
+    """What every rank is launched with: the scenario, its overrides, the runtime options and the tasks."""
+
     scenario: str  # absolute path
     overrides: tuple[str, ...] = ()
     options: RuntimeOptions = field(default_factory=RuntimeOptions)
@@ -109,7 +113,7 @@ def run_job(info: Any, job: Job, heartbeat: Any, status: Path | None) -> None:
             data = load_data(training, dtype=getattr(torch, job.options.dtype), device=info.device)
             model: Any = FlatModel(training, data.n_features, data.n_classes)
             if scenario.workload.sample_cost is not None and task.kind != "profile":  # lengths: the attention block
-                from lbsim.runtime.tokens import TokenModel
+                from .tokens import TokenModel
 
                 model = TokenModel(per_token=False)
             if task.kind == "profile":
@@ -326,6 +330,7 @@ def _print_summary(out: Path, scenario: Any, world: int, options: RuntimeOptions
 
 
 def default_out(scenario: str, leaf: str) -> Path:
+    """``runs/<scenario name>/runtime/<leaf>``."""
     return Path("runs") / Path(scenario).name.split(".")[0] / "runtime" / leaf
 
 

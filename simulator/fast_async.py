@@ -16,11 +16,10 @@ from __future__ import annotations
 from heapq import heappush
 
 from lbsim.metrics.run_end import cut_row
-from lbsim.network.parameter_server import link_s, tail_s
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
-from lbsim.simulator.compute import iteration_end_s
 from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_compute import compute_end_of
 from lbsim.simulator.fast_loop import EventLoop, Process, RunEnded, Stopped
 from lbsim.simulator.fast_server import FastServer
 
@@ -63,7 +62,8 @@ class FastAsync:
     def worker(self, w: int) -> Process:  # noqa: PLR0915 - one iteration, written out as the event path's
         """Worker w's iterations (:meth:`lbsim.simulator.asynchronous.AsyncDriver.worker`)."""
         env, loop, server = self.env, self.loop, self.server
-        cont, spec, numerics = env.contention[w], env.workers[w], env.numerics
+        cont, numerics = env.contention[w], env.numerics
+        end_of = compute_end_of(cont, env.workers[w])  # iteration_end_s, one call
         run_end, progress = env.run_end, env._progress
         fraction, (final_updates, final_samples) = run_end.fraction, run_end.thresholds()
         add_update, add_row, flush = self.update_rows.append, self.rows.append, self._flush
@@ -75,8 +75,7 @@ class FastAsync:
         timing, free, hold_end = loop.timing, loop.free, loop.hold_end
         nic_in, nic_out, applier, apply_lane = server.nic_in, server.nic_out, server.applier, server.apply_lane
         hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
-        grad, link, net = timing.gradient_bytes, timing.link_bytes_per_s[w], cont.network_factor
-        own_fixed, node_in = server.own_fixed[w], server.node_lane[w]
+        own_fixed, node_in, own_link = server.own_fixed[w], server.node_lane[w], server.own_link[w]
         pulled_version = 0
         read = numerics.weights() if numerics is not None else None
         it = 0
@@ -91,7 +90,7 @@ class FastAsync:
                 start = now
                 batch = batch_of(w)
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
-                compute_end = iteration_end_s(cont, spec, start, batch, it)
+                compute_end = end_of(start, batch, it)
                 t = start + (compute_end - start)
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t
@@ -109,11 +108,12 @@ class FastAsync:
                 if node_in >= 0:
                     now = yield from push(w, w, now)
                 else:
-                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    own_s = own_fixed if own_fixed >= 0 else own_link(now)
                     f = free[nic_in]
                     granted = f if f > now else now
                     released = free[nic_in] = granted + hold_s
-                    t = released + tail_s(now, own_s, released, latency_s)
+                    left = now + own_s - released  # tail_s, written out: what is left of the own link, + latency
+                    t = released + ((left if left > 0.0 else 0.0) + latency_s)
                     if t == released:
                         now = yield from hold_end(w, released, granted, now)
                     elif not fifo and times[0] > t:
@@ -175,11 +175,12 @@ class FastAsync:
                 if node_in >= 0:
                     now = yield from pull(w, w, now)
                 else:
-                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    own_s = own_fixed if own_fixed >= 0 else own_link(now)
                     f = free[nic_out]
                     granted = f if f > now else now
                     released = free[nic_out] = granted + hold_s
-                    t = released + tail_s(now, own_s, released, latency_s)
+                    left = now + own_s - released  # tail_s, written out: what is left of the own link, + latency
+                    t = released + ((left if left > 0.0 else 0.0) + latency_s)
                     if t == released:
                         now = yield from hold_end(w, released, granted, now)
                     elif not fifo and times[0] > t:

@@ -17,11 +17,37 @@ resumes at.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+import math
+from collections.abc import Callable, Generator
 from heapq import heappush
 
-from lbsim.network.parameter_server import link_s, tail_s
+from lbsim.contention.model import WorkerContention, combined_factor
+from lbsim.contention.sources import StepSource
+from lbsim.network.parameter_server import link_s
 from lbsim.simulator.fast_loop import EventLoop, node_factor
+
+
+def own_link_of(contention: WorkerContention, gradient_bytes: float, link_bytes_per_s: float) -> Callable[[float], float]:
+    """``now -> link_s(S, F(now), B)``: a worker's own-link time for a transfer requested at ``now``,
+    one call. ``F`` is :meth:`lbsim.contention.model.WorkerContention.network_factor`; for step
+    sources the segment's answer is remembered while the requests fall inside it (as
+    ``network_factor`` itself does: the same float), for other sources it is asked every time."""
+    sources, net = contention.network, contention.network_factor
+    steps = all(isinstance(s, StepSource) for s in sources)
+    since, until, own = math.inf, -math.inf, 0.0  # the remembered segment and its own-link time: none yet
+
+    def own_s(now: float) -> float:
+        nonlocal since, until, own
+        if since <= now < until:
+            return own
+        if not steps:
+            return link_s(gradient_bytes, net(now), link_bytes_per_s)
+        f, until = combined_factor(sources, now)
+        since = now
+        own = link_s(gradient_bytes, f, link_bytes_per_s)
+        return own
+
+    return own_s
 
 
 class FastServer:
@@ -47,6 +73,7 @@ class FastServer:
             constant = c.network_constant()
             own_fixed.append(timing.own_s(w, constant) if constant is not None and node_lane[w] < 0 else -1.0)
         grad, links, node_of = timing.gradient_bytes, timing.link_bytes_per_s, timing.node_of
+        own_link = [own_link_of(c, grad, links[w]) for w, c in enumerate(contention)]  # alone on its node
         hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
         free, fifo, times, slot, parent_of = loop.free, loop.fifo, loop.times, loop.slot, loop.parent_of
         collide, request, release, hop, hold_end = loop.collide, loop.request, loop.release, loop.hop, loop.hold_end
@@ -59,11 +86,12 @@ class FastServer:
                 now = yield from request(p, node, now)
                 own_s = link_s(grad, node_factor(timing, node_of[w], contention, now), links[w])
             else:
-                own_s = link_s(grad, contention[w].network_factor(now), links[w])
+                own_s = own_link[w](now)
             f = free[nic]
             granted = f if f > now else now
             released = free[nic] = granted + hold_s
-            t = released + tail_s(now, own_s, released, latency_s)
+            left = now + own_s - released  # tail_s, written out: what is left of the own link, + latency
+            t = released + ((left if left > 0.0 else 0.0) + latency_s)
             if t == released:  # no tail: the arrival is a zero-delay event after the hold's end
                 now = yield from hold_end(p, released, granted, now)
             elif not fifo and times[0] > t:  # EventLoop.at, written out
@@ -111,4 +139,4 @@ class FastServer:
 
         self.push, self.pull, self.apply = push, pull, apply
         self.nic_in, self.nic_out, self.applier, self.apply_lane = nic_in, nic_out, applier, apply_lane
-        self.own_fixed, self.node_lane = own_fixed, node_lane
+        self.own_fixed, self.node_lane, self.own_link = own_fixed, node_lane, own_link

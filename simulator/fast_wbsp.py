@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Generator
 from heapq import heappush
 
-from lbsim.network.parameter_server import link_s, tail_s
-from lbsim.simulator.compute import iteration_end_s
 from lbsim.simulator.env import SimEnv
+from lbsim.simulator.fast_compute import IterationEnd, compute_end_of
 from lbsim.simulator.fast_loop import EventLoop, Process, RunEnded, Stopped
 from lbsim.simulator.fast_server import FastServer
 from lbsim.simulator.wbsp import Step, WBSPBook
@@ -37,6 +36,8 @@ class FastWBSP(WBSPBook):
         self.pulling = [False] * n  # flagged: the pull is in flight
         self.stalled = [False] * n  # the compute loop waits for that pull (overlap_pull_blocks)
         self.ready: list[int | None] = [None] * n  # a pulled snapshot waiting for the next step boundary
+        # each worker's iteration_end_s as one closure (it owns the worker's jitter stream)
+        self.end_of: list[IterationEnd] = [compute_end_of(c, spec) for c, spec in zip(env.contention, env.workers, strict=True)]
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -53,11 +54,11 @@ class FastWBSP(WBSPBook):
     def _compute(self, p: int, w: int, it: int, base_version: int, now: float) -> Generator[float, float, tuple[Step, float]]:
         """Process ``p`` computes worker ``w``'s local step ``it``; returns it and the time it ended
         (:meth:`lbsim.simulator.wbsp.WBSPDriver._compute`)."""
-        env, loop = self.env, self.loop
+        loop = self.loop
         start = now
         batch = self.scheme.batch(w)
         samples = self.numerics.draw(w, batch, batch) if self.numerics is not None else None
-        compute_end = iteration_end_s(env.contention[w], env.workers[w], start, batch, it)
+        compute_end = self.end_of[w](start, batch, it)
         t = start + (compute_end - start)
         fifo, times, slot = loop.fifo, loop.times, loop.slot
         if not fifo and times[0] > t:  # EventLoop.at, written out (odd code: the parent is this event)
@@ -82,7 +83,7 @@ class FastWBSP(WBSPBook):
         :meth:`_compute` and :class:`FastServer`'s push / apply / pull written out (as
         :meth:`lbsim.simulator.fast_async.FastAsync.worker` does; the same expressions)."""
         env, loop, server = self.env, self.loop, self.server
-        cont, spec, numerics = env.contention[w], env.workers[w], self.numerics
+        numerics, end_of = self.numerics, self.end_of[w]
         batch_of, step = self.scheme.batch, self._step
         push, pull, apply = server.push, server.pull, server.apply
         applied, end_step, adopt, take_flag = self._applied, self._end_step, self._adopt, self.rounds.take_flag
@@ -91,8 +92,7 @@ class FastWBSP(WBSPBook):
         timing, free, hold_end = loop.timing, loop.free, loop.hold_end
         nic_in, nic_out, applier, apply_lane = server.nic_in, server.nic_out, server.applier, server.apply_lane
         hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
-        grad, link, net = timing.gradient_bytes, timing.link_bytes_per_s[w], cont.network_factor
-        own_fixed, node_in = server.own_fixed[w], server.node_lane[w]
+        own_fixed, node_in, own_link = server.own_fixed[w], server.node_lane[w], server.own_link[w]
         base_version = 0
         it = 0
         try:
@@ -101,7 +101,7 @@ class FastWBSP(WBSPBook):
                 start = now
                 batch = batch_of(w)
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
-                compute_end = iteration_end_s(cont, spec, start, batch, it)
+                compute_end = end_of(start, batch, it)
                 t = start + (compute_end - start)
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t
@@ -123,11 +123,12 @@ class FastWBSP(WBSPBook):
                 if node_in >= 0:
                     now = yield from push(w, w, now)
                 else:
-                    own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                    own_s = own_fixed if own_fixed >= 0 else own_link(now)
                     f = free[nic_in]
                     granted = f if f > now else now
                     released = free[nic_in] = granted + hold_s
-                    t = released + tail_s(now, own_s, released, latency_s)
+                    left = now + own_s - released  # tail_s, written out: what is left of the own link, + latency
+                    t = released + ((left if left > 0.0 else 0.0) + latency_s)
                     if t == released:
                         now = yield from hold_end(w, released, granted, now)
                     elif not fifo and times[0] > t:
@@ -168,11 +169,12 @@ class FastWBSP(WBSPBook):
                     if node_in >= 0:
                         now = yield from pull(w, w, now)
                     else:  # FastServer.pull, written out likewise
-                        own_s = own_fixed if own_fixed >= 0 else link_s(grad, net(now), link)
+                        own_s = own_fixed if own_fixed >= 0 else own_link(now)
                         f = free[nic_out]
                         granted = f if f > now else now
                         released = free[nic_out] = granted + hold_s
-                        t = released + tail_s(now, own_s, released, latency_s)
+                        left = now + own_s - released  # tail_s, written out: what is left of the own link, + latency
+                        t = released + ((left if left > 0.0 else 0.0) + latency_s)
                         if t == released:
                             now = yield from hold_end(w, released, granted, now)
                         elif not fifo and times[0] > t:

@@ -35,10 +35,10 @@ import simpy
 from lbsim.metrics.records import IterationRecord
 from lbsim.metrics.run_end import cut_row
 from lbsim.network.overlap import exposed_comm_s
-from lbsim.schemes.sample_plan import plan_round, update_weights
 from lbsim.samples.rounds import RoundPlan
 from lbsim.scenario.sections import ParameterServerConfig
 from lbsim.schemes.base import RoundObservation, WorkerObservation, as_sync
+from lbsim.schemes.sample_plan import plan_round, update_weights
 
 from .env import SimEnv
 from .fetch import Fetcher
@@ -47,6 +47,9 @@ from .network import ParameterServer, allreduce_plan, ring_allreduce_s
 
 @dataclass
 class Round:
+    """One synchronous round in flight: its batches and compute factors, who has yet to finish, what each
+    measured, and the update it makes."""
+
     index: int
     batches: tuple[int, ...]
     factors: tuple[float, ...]  # each worker's per-iteration compute multiplier (trace x jitter)
@@ -68,6 +71,9 @@ class Round:
 
 
 class SyncDriver:
+    """The synchronous driver of the event path: rounds of compute, then the all-reduce (or the parameter
+    server), the scheme deciding the next round's batches from the one observed."""
+
     def __init__(self, env: SimEnv) -> None:
         self.env = env
         self.scheme = as_sync(env.scheme)

@@ -152,7 +152,8 @@ class WBSPBook:
             self.numerics.close_round(now)
             self.snapshots[env.version] = self.numerics.weights()
         final = not env.may_update()
-        record = None if env.stopped else env.iterations.add  # SimEnv.record_row's rule
+        rows: list[tuple[Any, ...]] = []  # the round's ended steps' records, added at once
+        record = None if env.stopped else rows.append  # SimEnv.record_row's rule
         row = self._row
         for s in steps:  # a step joins one round: none was registered as an open row before
             s.update = update
@@ -169,6 +170,8 @@ class WBSPBook:
                 s.cut = True
             if record is not None:  # ended and in this update: its record (_emit)
                 record(row(s, end_s, s.cut))
+        if rows:
+            env.iterations.extend_rows(rows)
         if final:
             env.finish()
 

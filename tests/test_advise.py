@@ -51,6 +51,7 @@ def test_every_scheme_of_both_families_against_one_baseline(newcomer: Any) -> No
                         "asp": PARAMETER_SERVER, "ssp": PARAMETER_SERVER, "dssp": PARAMETER_SERVER,
                         "elastic_bsp": PARAMETER_SERVER, "wbsp": PARAMETER_SERVER}
     assert report["arms"][0]["scheme"] == "bsp" and report["arms"][0]["speedup"]["value"] == 1.0
+    assert "workload.sample_cost" in report["skipped"]["bucketing"]  # without lengths it would be the baseline again
     assert any("parameter-server family: a derived server of 4 shards" in a for a in report["assumptions"])
 
 
@@ -200,3 +201,9 @@ def test_an_instance_without_a_list_price_has_an_unknown_cost_unless_given() -> 
     assert "--price p5e.48xlarge=USD_PER_HOUR" in cost["lines"][0]["source"]
     report, _rows = run(cluster="8xH200", budget_s=10.0, schemes="bsp", seeds=1, prices=("p5e.48xlarge=80",))
     assert arm(report, "bsp")["cost"]["usd_per_hour"] == pytest.approx(80.0)
+
+
+def test_length_bucketing_is_advised_where_samples_differ_in_cost() -> None:
+    prepared = prepare(Request(scenario=str(REPO / "scenarios" / "seqlen_mixed.yaml"), schemes="bucketing,lbbsp",
+                               seeds=1, budget_s=5.0))
+    assert [a.key for a in prepared.plan.arms] == ["bsp", "bucketing", "lbbsp"] and not prepared.plan.skipped

@@ -1,4 +1,4 @@
-"""The validation report's tables (``python -m lbsim.calibration.report``): roles kept apart, geomeans, worst placement."""
+"""The validation report's tables (``python docs/tools/validation_tables.py``): roles kept apart, geomeans, worst placement."""
 
 from __future__ import annotations
 
@@ -72,6 +72,14 @@ def test_render_has_every_placement_once() -> None:
     table = text.split("#### cifar10")[1]
     assert [line.split("|")[1].strip() for line in table.splitlines() if line.startswith("| ") and "placement" not in line] == \
         ["1", "2", "44", "111"]
+
+
+def test_the_page_keeps_its_method_text_and_replaces_the_generated_part() -> None:
+    from lbsim.calibration.report import document_text
+
+    tables = render([_result()])
+    assert document_text("# V\n\nmethod\n<!-- generated -->\nold tables\n", [_result()]) == f"# V\n\nmethod\n{tables}\n"
+    assert document_text(None, [_result()]) == f"# Validation\n\n{tables}\n"
 
 
 def test_catalog_model_reproduces_single_gpu_rows() -> None:

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lbsim.network.algorithms import allreduce_s
 from lbsim.network.collectives import (
     Link,
-    allreduce_s,
     bytes_per_s,
     hierarchical_allreduce_s,
     ring_allreduce_s,
@@ -194,3 +194,53 @@ def test_hierarchical_beats_a_flat_ring_when_the_nic_is_the_bottleneck(g, nodes,
     """Same NICs, fast intra links: the flat ring moves 2(n-1)/n S over the NIC, hierarchical 2(N-1)/N S."""
     intra, inter = [Link(1e12, 0.0)] * nodes, [Link(1e9, 0.0)] * nodes
     assert hierarchical_allreduce_s(s, [g] * nodes, intra, inter) < ring_allreduce_s(s, [g] * nodes, intra, inter)
+
+
+def test_the_algorithm_table_is_the_scenarios_choice() -> None:
+    """One table: the scenario's valid values, the link-only algorithms the fit tries, the error's list."""
+    from typing import get_args
+
+    from lbsim.network.algorithms import ALGORITHMS, ALLREDUCE, NetworkAlgorithm
+    from lbsim.scenario.sections import AllReduceConfig
+
+    assert get_args(NetworkAlgorithm) == tuple(ALLREDUCE) == ("ring", "hierarchical", "tree", "nccl", "nccl_fitted")
+    assert AllReduceConfig.__dataclass_fields__["algorithm"].type == "NetworkAlgorithm"
+    assert ALGORITHMS == ("ring", "hierarchical", "tree", "nccl")
+    with pytest.raises(ValueError, match="valid: ring, hierarchical, tree, nccl, nccl_fitted"):
+        allreduce_s(GB, [2], [FAST], [NIC], algorithm="butterfly")
+
+
+def test_an_algorithm_without_a_closed_form_on_links_is_timed_by_its_engine_form() -> None:
+    """``allreduce_s`` of nccl_fitted (no hand-written link form) = the engines' plan with no contention."""
+    from lbsim.network.nccl import NcclFigures, ProtocolFigures, allreduce_time_s
+
+    protocols = (ProtocolFigures(5e-6, 1e-6, 4e-6, 0.3), ProtocolFigures(5e-6, 1e-6, 4e-6, 0.6),
+                 ProtocolFigures(5e-6, 1e-6, 4e-6, 0.9))
+
+    def figures(intra: float, inter: float) -> NcclFigures:
+        return NcclFigures(protocols, intra, inter, 1)
+
+    sizes, intra, inter = [4, 2], [Link(2e10, 0.0)] * 2, [Link(5e9, 0.0)] * 2
+    got = allreduce_s(GB, sizes, intra, inter, algorithm="nccl_fitted", nccl=figures)
+    assert got == allreduce_time_s(figures(2e10, 5e9), 6, 2, GB, 4)
+    plan = AllReducePlan(Topology((4, 2), tuple(inter), tuple(intra)), "nccl_fitted", nccl=figures)
+    assert plan.duration_s(GB, [1.0] * 6) == got
+
+
+def test_a_new_algorithm_is_one_class_and_one_table_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A star through the first node's NIC (``T = 2 (n−1) S / (n B_0 / F_0)``), added to the table alone:
+    the engines' plan times it under contention and ``allreduce_s`` derives its form on links from it."""
+    import numpy as np
+
+    from lbsim.network.algorithms import ALLREDUCE, AllReduceAlgorithm, NodeLinks, Options, Timer
+
+    class Star(AllReduceAlgorithm):
+        def timer(self, links: NodeLinks, options: Options) -> Timer:
+            n, hub = links.n, float(links.nic_bw[0])
+            return lambda s, node_factors: 2 * (n - 1) * s / (n * hub / float(node_factors[0]))
+
+    monkeypatch.setitem(ALLREDUCE, "star", Star())  # type: ignore[index]
+    topo = Topology((2, 2), (NIC, NIC), (FAST, FAST))
+    plan = AllReducePlan(topo, "star")
+    assert plan.duration_s(GB, [1.0, 2.0, 1.0, 1.0]) == pytest.approx(2 * 3 * GB / (4 * NIC.bandwidth_bytes_per_s / 2.0))
+    assert allreduce_s(GB, [2, 2], [FAST] * 2, [NIC] * 2, algorithm="star") == plan.duration_s(GB, np.ones(4))

@@ -191,8 +191,8 @@ def test_command_end_to_end_and_the_scenario_runs(tmp_path: Path) -> None:
         comm = {float(r["comm_s"]) for r in csv.DictReader(fh)}
     import yaml
 
-    from lbsim.scenario.catalog import MODELS
     from lbsim.fields import parse
+    from lbsim.scenario.catalog import MODELS
     from lbsim.scenario.nccl_section import NcclModel
 
     data = yaml.safe_load((out / "scenario.yaml").read_text())
@@ -258,18 +258,22 @@ def test_a_root_column_row_reads_the_same_times() -> None:
 
 
 def test_the_docs_tables_are_current_and_meet_the_scale_targets() -> None:
-    """docs/validation.md and docs/collectives.md hold what `python -m lbsim.calibration.nccl_docs` writes."""
-    from lbsim.calibration.nccl_docs import main as regenerate
-    from lbsim.calibration.nccl_report import LARGE_BYTES, predict_rows, stats
+    """docs/validation.md and docs/collectives.md hold what `python docs/tools/nccl_tables.py` writes."""
+    from lbsim.calibration.error_stats import abs_error_stats
+    from lbsim.calibration.nccl_report import LARGE_BYTES, predict_rows
+    from lbsim.calibration.nccl_tables import documents
 
     root = Path(__file__).resolve().parents[1]
-    assert regenerate(["--check", "--data", str(DATA), "--docs", str(root / "docs")]) == 0
+    pages = documents(DATA, root / "docs")
+    assert sorted(p.name for p in pages) == ["collectives.md", "validation.md"]
+    for path, regenerated in pages.items():
+        assert regenerated == path.read_text(encoding="utf-8"), f"{path} is out of date: python docs/tools/nccl_tables.py"
     rows = read_logs(sorted(DATA.glob("nccl_*gpus.log")))
     fit = fit_nccl([r for r in rows if r.nodes in (1, 2)])
     preds = predict_rows(fit.figures, rows, (1, 2))
     held = [p.error for p in preds if p.role == "held_out" and p.row.size_bytes >= LARGE_BYTES]
     assert {p.row.gpus for p in preds if p.role == "held_out"} == {32, 64, 128}
-    median, p90, _ = stats(held)
+    median, p90, _ = abs_error_stats(held)
     assert median <= 0.10 and p90 <= 0.20
 
 
@@ -356,7 +360,7 @@ def test_nccl_fitted_needs_its_section_and_the_section_needs_it(tmp_path: Path, 
 
 def test_a_log_above_the_size_bound_is_refused_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
-    import lbsim.calibration.nccl_tests as reader
+    import lbsim.calibration.measured as reader  # reads every measurement file, logs included
 
     logs = _write_tiny(tmp_path)
     monkeypatch.setattr(reader, "MAX_MEASURED_BYTES", 2**20 // 4)  # 256 KiB; the logs are ~3 KB

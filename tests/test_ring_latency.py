@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from lbsim.network.collectives import Link, allreduce_s, ring_allreduce_s
+from lbsim.network.algorithms import allreduce_s
+from lbsim.network.collectives import Link, ring_allreduce_s
 from lbsim.network.ring_latency import ring_hop_latency_sum
 from lbsim.network.topology import AllReducePlan, Topology
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lbsim.calibration.error_stats import abs_quantile
-from lbsim.calibration.fit import CV_MAX, geomean_abs
+from lbsim.calibration.error_stats import abs_quantile, geomean_abs
+from lbsim.calibration.fit import CV_MAX
 from lbsim.calibration.measured import parse_fit_placements, placement_label, read_measurements
 from lbsim.calibration.repeatability import held_out_floor_text
 from lbsim.calibration.run import Prediction, calibrate_to
@@ -21,6 +21,7 @@ from lbsim.errors import InputError
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The command's arguments: the measurements, the fit placements, gradient bytes, output, instance, φ, noise."""
     sp.add_argument("measured", help="measured step times: CSV (placement, local_bsz, step_time[, sync_time]) "
                                      "or an `lbsim profile` profile.json")
     sp.add_argument("--fit-placements", required=True, metavar="P,P,...",
@@ -59,6 +60,8 @@ def parse_jitter_cv(text: str | None) -> JitterChoice:
 
 
 def run(args: argparse.Namespace, simulate: Engine) -> int:
+    """Fit on the fit placements, predict every row with ``simulate``, write ``fit.yaml`` and ``predictions.csv``
+    (the scenario checked before anything is written); 0 on success."""
     from lbsim.lifecycle.guards import check_out
     from lbsim.progress import LazyProgress
     from lbsim.scenario.loader import scenario_from_data
@@ -89,6 +92,7 @@ def run(args: argparse.Namespace, simulate: Engine) -> int:
 
 
 def print_summary(cal: Any, preds: Sequence[Prediction], out: Path, floor_text: str | None = None) -> None:
+    """The error table per role (geomean, median, p90, interval coverage, worst placement) and the figures."""
     from rich.table import Table
 
     f = cal.figures

@@ -4,7 +4,8 @@ With ``e = predicted / measured − 1`` per row:
 
 * **median and p90 |e|** — half the rows err less than the median, nine in ten less than p90
   (linear interpolation between order statistics, numpy's default); beside the geomean
-  ``exp(mean log(1 + |e|)) − 1`` (:func:`lbsim.calibration.fit.geomean_abs`).
+  ``exp(mean log(1 + |e|)) − 1`` (:func:`geomean_abs`), which weighs a 10 % miss either way alike
+  and lets no single wild row dominate as an arithmetic mean would.
 * **Error of ratios** — "how much faster is placement p than q?" needs the ratio right, not each
   time: for every pair of rows of different placements at the same per-GPU batch (both in the
   selected set: e.g. held out), with ``p`` the slower one as measured, the measured speedup is
@@ -22,10 +23,21 @@ from collections.abc import Sequence
 import numpy as np
 
 
+def geomean_abs(errors: Sequence[float] | np.ndarray) -> float:
+    """Geometric-mean absolute relative error ``exp(mean(log(1 + |e|))) − 1`` (NaN for none)."""
+    e = np.abs(np.asarray(errors, dtype=np.float64))
+    return float(np.exp(np.mean(np.log1p(e))) - 1.0) if e.size else float("nan")
+
+
 def abs_quantile(errors: Sequence[float] | np.ndarray, q: float) -> float:
     """The ``q`` quantile of ``|e|`` (NaN for none)."""
     e = np.abs(np.asarray(errors, dtype=np.float64))
     return float(np.quantile(e, q)) if e.size else float("nan")
+
+
+def abs_error_stats(errors: Sequence[float] | np.ndarray) -> tuple[float, float, float]:
+    """``(median, p90, geomean)`` of ``|e|``, the three figures every error table reports (NaNs for none)."""
+    return abs_quantile(errors, 0.5), abs_quantile(errors, 0.9), geomean_abs(errors)
 
 
 def ratio_errors(labels: Sequence[str], batches: Sequence[int], measured: np.ndarray, errors: np.ndarray,

@@ -9,7 +9,7 @@
 3. **Links and overlap**: ``B_intra, α_intra, B_nic, α_nic, hide_share, tail_share`` by
    bounded least squares on ``log(predicted / measured)`` step time over the multi-GPU rows of
    the fit placements only, for every all-reduce algorithm in
-   :data:`lbsim.network.collectives.ALGORITHMS`, from a few fixed starting points; the algorithm
+   :data:`lbsim.network.algorithms.ALGORITHMS`, from a few fixed starting points; the algorithm
    with the smallest residual is kept — or the first listed (``nccl``: NCCL's own rule, then the
    others) whose residual is within 2 % of it, as fit placements often cannot tell two forms
    apart — so the collective is picked by the data.
@@ -68,11 +68,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from lbsim.calibration.compute import ComputeCurve, fit_compute_curve
+from lbsim.calibration.error_stats import geomean_abs
 from lbsim.calibration.interval import FitDomain, Interval
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.model import LinkFigures, steps_s
 from lbsim.errors import InputError
-from lbsim.network.collectives import ALGORITHMS
+from lbsim.network.algorithms import ALGORITHMS
 from lbsim.network.overlap import OverlapParams
 from lbsim.scenario import catalog
 
@@ -109,10 +110,12 @@ class IntraBounds:
 
     @property
     def log10_max_gbps(self) -> float:
+        """The bandwidth bound on the fit's scale: the fit searches ``log10`` of Gbit/s."""
         return float(np.log10(self.max_gbps))
 
     @property
     def log10_max_latency_s(self) -> float:
+        """The latency bound on the fit's scale: the fit searches ``log10`` of seconds."""
         return float(np.log10(self.max_latency_s))
 
 
@@ -135,6 +138,7 @@ class NoiseChoice:
     kept: bool  # M1 chosen
 
     def text(self) -> str:
+        """The decision in one line, as ``fit.yaml`` records it: both CV errors, the SE and the rule."""
         if self.folds == 0:
             return (f"compute noise not kept: c fitted {self.fitted_cv:.4g}, but there are fewer than two multi-GPU "
                     "fit placements to cross-validate it on")
@@ -146,6 +150,13 @@ class NoiseChoice:
 
 @dataclass(frozen=True)
 class Calibration:
+    """A fitted model: the compute curve ``t(b)``, the link figures, and how well and how surely they fit.
+
+    ``fit_error`` is the geomean |relative error| over the multi-GPU fit rows; ``residuals`` each
+    algorithm's root-mean-square log error (the fit keeps the smallest); ``noise``, ``interval`` and
+    ``domain`` say whether compute noise was kept, the leave-one-placement-out band of a prediction,
+    and the placements and batches the fit rows exercised (beyond them a prediction extrapolates)."""
+
     curve: ComputeCurve
     figures: LinkFigures
     gradient_bytes: int
@@ -326,9 +337,3 @@ def nic_candidates(rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]
     biggest = max(max(p) for p in fit_placements)
     tells = any(len(p) > 1 and max(p) > 1 for p in fit_placements)
     return (1, biggest) if biggest > 1 and tells else (1,)
-
-
-def geomean_abs(errors: Sequence[float] | np.ndarray) -> float:
-    """Geometric-mean absolute relative error ``exp(mean(log(1 + |e|))) − 1`` (NaN for none)."""
-    e = np.abs(np.asarray(errors, dtype=np.float64))
-    return float(np.exp(np.mean(np.log1p(e))) - 1.0) if e.size else float("nan")

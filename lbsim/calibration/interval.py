@@ -50,9 +50,11 @@ class Interval:
     folds: int
 
     def bounds(self, predicted: float) -> tuple[float, float]:
+        """``(ŷ·exp(low_log), ŷ·exp(high_log))`` for the prediction ``ŷ``."""
         return predicted * float(np.exp(self.low_log)), predicted * float(np.exp(self.high_log))
 
     def text(self) -> str:
+        """The band in words, as ``fit.yaml`` and the run line report it."""
         return (f"{self.nominal:.0%} interval x{np.exp(self.low_log):.3f} to x{np.exp(self.high_log):.3f} of each "
                 f"prediction (leave-one-placement-out residuals over {self.folds} fit placements)")
 
@@ -118,6 +120,8 @@ class FitDomain:
 
     @classmethod
     def of(cls, rows: Sequence[Row], fit_placements: Sequence[tuple[int, ...]]) -> FitDomain:
+        """The domain of the multi-GPU rows of ``fit_placements``: the most nodes, the largest one-node
+        placement, the largest node of a multi-node one, and the per-GPU batch range."""
         fit = set(fit_placements)
         use = [r for r in rows if r.placement in fit and r.gpus > 1]
         if not use:
@@ -133,6 +137,7 @@ class FitDomain:
                                      (self.min_local_bsz, self.max_local_bsz), placement, local_bsz)
 
     def data(self) -> dict[str, object]:
+        """The domain as ``fit.yaml``'s ``calibration.domain`` section."""
         return {"max_nodes": self.max_nodes, "max_gpus_one_node": self.max_gpus_one_node,
                 "max_gpus_per_node_multi": self.max_gpus_per_node_multi,
                 "local_bsz": [self.min_local_bsz, self.max_local_bsz]}

@@ -47,10 +47,12 @@ class Row:
 
     @property
     def label(self) -> str:
+        """The placement as the tables write it (:func:`placement_label`: ``124``, ``8-16``)."""
         return placement_label(self.placement)
 
     @property
     def gpus(self) -> int:
+        """GPUs in the placement, ``Σ g_k``."""
         return sum(self.placement)
 
 
@@ -83,6 +85,7 @@ def parse_placement(text: str, where: str) -> tuple[int, ...]:
 
 
 def parse_fit_placements(text: str) -> tuple[tuple[int, ...], ...]:
+    """``--fit-placements`` (comma-separated placements such as ``2,4,11``) as GPUs-per-node tuples."""
     items = [s for s in text.split(",") if s.strip()]
     if not items:
         raise InputError("--fit-placements", "give at least one placement, e.g. 2,4,11,22,1111")
@@ -100,20 +103,23 @@ def _positive(value: str, where: str, *, integer: bool = False) -> float:
     return x
 
 
-def _read_text(path: Path) -> str:
-    """The file's text, refused before reading when over ``MAX_MEASURED_BYTES``."""
+def read_measured_text(path: Path, what: str = "measurement file") -> str:
+    """A measurement file's text (``what`` names it in errors), refused before reading when over
+    :data:`~lbsim.limits.MAX_MEASURED_BYTES`; a missing or unreadable file is an :class:`InputError`."""
     try:
         if path.stat().st_size > MAX_MEASURED_BYTES:
-            raise InputError(str(path), f"larger than {MAX_MEASURED_BYTES // 2**20} MiB, the bound for a measurement file")
+            raise InputError(str(path), f"larger than {MAX_MEASURED_BYTES // 2**20} MiB, the bound for a {what}")
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise InputError(str(path), "measurement file not found") from None
+        raise InputError(str(path), f"{what} not found") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise InputError(str(path), f"cannot read the measurement file: {err}") from None
+        raise InputError(str(path), f"cannot read the {what}: {err}") from None
 
 
 def read_csv(path: Path) -> list[Row]:
-    text = _read_text(path)
+    """A measurement CSV's rows (columns placement, local_bsz, step_time, optional sync_time, others kept),
+    each value checked, the row count bounded."""
+    text = read_measured_text(path)
     reader = csv.DictReader(text.splitlines())
     header = reader.fieldnames or []
     for col in REQUIRED:
@@ -168,7 +174,7 @@ def _profile_numbers(value: object, where: str, *, allow_zero: bool) -> list[flo
 def read_profile(path: Path, gpus_per_node: int | None) -> list[Row]:
     """Rows from ``lbsim profile``'s ``profile.json`` (module docstring)."""
     try:
-        data = json.loads(_read_text(path))
+        data = json.loads(read_measured_text(path))
         raw = data["measurements"]
         sizes_raw, compute_raw, comm_raw = raw["sizes"], raw["compute_s"], raw["comm_s"]
     except (ValueError, KeyError, TypeError) as err:
@@ -204,6 +210,7 @@ def read_profile(path: Path, gpus_per_node: int | None) -> list[Row]:
 
 
 def read_measurements(path: str | Path, *, gpus_per_node: int | None = None) -> list[Row]:
+    """The rows of a measurement CSV or of an ``lbsim profile`` JSON (its ranks on ``gpus_per_node`` nodes)."""
     p = Path(path)
     if p.suffix == ".json":
         return read_profile(p, gpus_per_node)

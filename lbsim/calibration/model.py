@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lbsim.network.collectives import Link, allreduce_s, bytes_per_s
+from lbsim.network.algorithms import allreduce_s
+from lbsim.network.collectives import Link, bytes_per_s
 from lbsim.network.overlap import OverlapParams, exposed_comm_s, node_compute_factor
 from lbsim.network.replica_wait import MaxDistribution, expected_step_s, max_distribution
 from lbsim.network.ring_latency import RingLatency
@@ -46,6 +47,8 @@ class LinkFigures:
     nics_per_node: int = 1  # a node of g GPUs sends through min(g, nics_per_node) NICs of nic_bandwidth_gbps each
 
     def links(self, placement: Sequence[int]) -> tuple[list[Link], list[Link]]:
+        """(intra, inter) links of each node of ``placement``: one intra link, and a node of g GPUs sending
+        through ``min(g, nics_per_node)`` NICs."""
         intra = Link(bytes_per_s(self.intra_bandwidth_gbps), self.intra_latency_s)
         nics = [Link(bytes_per_s(self.nic_bandwidth_gbps * min(g, self.nics_per_node)), self.nic_latency_s)
                 for g in placement]
@@ -55,7 +58,7 @@ class LinkFigures:
 def comm_s(placement: Sequence[int], gradient_bytes: float, fig: LinkFigures) -> float:
     """One all-reduce of ``gradient_bytes`` over ``placement`` (GPUs per node)."""
     intra, inter = fig.links(placement)
-    return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm,  # type: ignore[arg-type]
+    return allreduce_s(gradient_bytes, list(placement), intra, inter, algorithm=fig.algorithm,
                        chunk_share=fig.chunk_share, ring_latency=fig.ring_latency)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from lbsim.calibration.error_stats import abs_error_stats
 from lbsim.calibration.nccl_fit import NcclFit, fit_nccl
 from lbsim.calibration.nccl_report import (
     DEFAULT_NOMINAL,
@@ -39,7 +40,6 @@ from lbsim.calibration.nccl_report import (
     markdown,
     per_size_table,
     predict_rows,
-    stats,
     summary_table,
 )
 from lbsim.calibration.nccl_scenario import SCENARIO_MODEL, scenario_data
@@ -53,6 +53,7 @@ MAX_LOGS = 256
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The command's arguments: the logs, the fit node counts, the output folder, NICs per node, the interval."""
     sp.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests all_reduce_perf outputs, one run per file")
     sp.add_argument("--fit-nodes", required=True, metavar="N,N,...",
                     help="node counts whose rows the figures are fitted on, e.g. 1,2 (must include 1 and one >= 2); "
@@ -69,6 +70,8 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 
 def parse_fit_nodes(text: str, rows: Sequence[NcclRow]) -> tuple[int, ...]:
+    """``--fit-nodes`` as sorted node counts, each one the logs have, including a one-node log of 2 or more
+    GPUs (the intra-node figures) and a count of 2 or more (the network figures); InputError otherwise."""
     try:
         nodes = tuple(sorted({int(t) for t in text.split(",") if t.strip()}))
     except ValueError:
@@ -88,6 +91,7 @@ def parse_fit_nodes(text: str, rows: Sequence[NcclRow]) -> tuple[int, ...]:
 
 
 def coverage_lines(preds: Sequence[NcclPrediction], nominal: float) -> list[str]:
+    """One comment line per role and size class: the share of rows whose measurement lies in its interval."""
     out = []
     for role in ("fit", "held_out"):
         for label, large in (("≥ 1 MiB", True), ("< 1 MiB", False)):
@@ -104,6 +108,7 @@ def _g(x: float) -> float:
 
 
 def figures_data(fig: NcclFigures) -> dict[str, Any]:
+    """The figures as the scenario's ``network.nccl`` section writes them (bus bandwidths in Gbit/s, 6 significant digits)."""
     return {
         "intra_bus_gbps": _g(fig.intra_bytes_per_s * 8 / 1e9),
         "inter_bus_gbps": _g(fig.inter_bytes_per_s * 8 / 1e9),
@@ -116,6 +121,8 @@ def figures_data(fig: NcclFigures) -> dict[str, Any]:
 
 def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str], preds: Sequence[NcclPrediction],
                   nominal: float = DEFAULT_NOMINAL) -> str:
+    """``fit.yaml``: comment lines (sources, search, uninformed protocols, errors, interval coverage), then the
+    fit node counts and the figures."""
     lines = [f"# lbsim calibrate-nccl {' '.join(sources)}",
              f"# fitted on the rows with {','.join(map(str, fit_nodes))} node(s); NCCL's ring/tree x LL/LL128/Simple "
              "structure (docs/collectives.md); rounds per stage " + ", ".join(map(str, fit.rounds)) + "."]
@@ -131,7 +138,7 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
         for label, big in (("≥ 1 MiB", True), ("< 1 MiB", False)):
             errs = [p.error for p in preds if p.role == role and (p.row.size_bytes >= 2**20) == big]
             if errs:
-                med, p90, geo = stats(errs)
+                med, p90, geo = abs_error_stats(errs)
                 lines.append(f"# {role} rows {label}: {len(errs)}, |error| median {med:.1%}, p90 {p90:.1%}, geomean {geo:.1%}")
     lines += coverage_lines(preds, nominal)
     body = yaml.safe_dump({"fit_nodes": list(fit_nodes), "figures": figures_data(fit.figures)},
@@ -140,6 +147,8 @@ def fit_yaml_text(fit: NcclFit, fit_nodes: Sequence[int], sources: Sequence[str]
 
 
 def run(args: argparse.Namespace) -> int:
+    """Fit, score every row, and write ``fit.yaml``, ``predictions.csv``, ``report.md`` and ``scenario.yaml``
+    (the scenario checked like a file before anything is written); 0 on success."""
     from lbsim.lifecycle.guards import check_out
     from lbsim.metrics.writers import atomic_write_text, write_csv
     from lbsim.scenario.loader import scenario_from_data
@@ -180,6 +189,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_summary(preds: Sequence[NcclPrediction], out: Path, nominal: float = DEFAULT_NOMINAL) -> None:
+    """The error table per role and GPU count, the interval coverage, and where the files went."""
     from rich.table import Table
 
     from lbsim.tables import console as make_console

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lbsim.calibration.error_stats import abs_error_stats
+from lbsim.calibration.error_stats import coverage as interval_coverage
 from lbsim.calibration.nccl_tests import NcclRow
 from lbsim.network.nccl import NcclFigures, nccl_pick
 
@@ -37,6 +39,9 @@ MIN_INTERVAL_ROWS = 5
 
 @dataclass(frozen=True)
 class NcclPrediction:
+    """One row's prediction: the time of NCCL's pick (``algorithm`` / ``protocol``), the row's role, its
+    interval ``[lo_s, hi_s]`` (None: none) and why it extrapolates (module docstring)."""
+
     row: NcclRow
     predicted_s: float
     algorithm: str
@@ -48,10 +53,12 @@ class NcclPrediction:
 
     @property
     def error(self) -> float:
+        """``predicted / measured − 1`` (positive: lbsim too slow)."""
         return self.predicted_s / self.row.time_s - 1.0
 
     @property
     def covered(self) -> bool | None:
+        """Whether the measured time lies in the interval (None without one)."""
         if self.lo_s is None or self.hi_s is None:
             return None
         return self.lo_s <= self.row.time_s <= self.hi_s
@@ -82,6 +89,8 @@ def _extrapolates(r: NcclRow, fit_rows: Sequence[NcclRow]) -> str:
 
 def predict_rows(fig: NcclFigures, rows: Sequence[NcclRow], fit_nodes: Sequence[int],
                  bounds: dict[bool, tuple[float, float]] | None = None) -> list[NcclPrediction]:
+    """Every row predicted with NCCL's pick under ``fig``: its role (fit node count, held out, or one GPU: not
+    scored), its interval from ``bounds`` (:func:`interval_bounds`) and its extrapolation flags."""
     fit_rows = [r for r in rows if r.nodes in fit_nodes and r.gpus > 1]
     out = []
     for r in rows:
@@ -97,13 +106,17 @@ def predict_rows(fig: NcclFigures, rows: Sequence[NcclRow], fit_nodes: Sequence[
 
 
 def coverage(preds: Sequence[NcclPrediction], role: str, large: bool) -> tuple[int, float]:
-    """(rows with an interval, share of them whose measurement lies inside) for one role and size class."""
-    flags = [p.covered for p in preds if p.role == role and (p.row.size_bytes >= LARGE_BYTES) == large]
-    have = [c for c in flags if c is not None]
-    return len(have), (sum(have) / len(have) if have else math.nan)
+    """(rows with an interval, share of them whose measurement lies inside) for one role and size class
+    (:func:`lbsim.calibration.error_stats.coverage`)."""
+    sel = [p for p in preds if p.role == role and (p.row.size_bytes >= LARGE_BYTES) == large]
+    low = np.array([math.nan if p.lo_s is None else p.lo_s for p in sel], dtype=np.float64)
+    high = np.array([math.nan if p.hi_s is None else p.hi_s for p in sel], dtype=np.float64)
+    measured = np.array([p.row.time_s for p in sel], dtype=np.float64)
+    return int(np.isfinite(low).sum()), interval_coverage(measured, low, high)
 
 
 def csv_rows(preds: Sequence[NcclPrediction]) -> tuple[list[str], list[list[object]]]:
+    """``predictions.csv``: columns and one line per row (times to 9 significant digits, the error to 6)."""
     cols = ["nodes", "gpus", "size_bytes", "measured_s", "predicted_s", "predicted_lo_s", "predicted_hi_s", "error",
             "algorithm", "protocol", "role", "extrapolates"]
     body: list[list[object]] = []
@@ -117,15 +130,8 @@ def csv_rows(preds: Sequence[NcclPrediction]) -> tuple[list[str], list[list[obje
     return cols, body
 
 
-def stats(errors: Sequence[float]) -> tuple[float, float, float]:
-    """(median, p90, geomean) of ``|e|``; NaNs when empty."""
-    if not errors:
-        return (math.nan, math.nan, math.nan)
-    a = np.abs(np.asarray(errors, dtype=float))
-    return (float(np.median(a)), float(np.quantile(a, 0.9)), float(np.expm1(np.mean(np.log1p(a)))))
-
-
-def _pct(x: float) -> str:
+def pct_text(x: float) -> str:
+    """A share as the tables print it: ``12.3 %``, an em dash for NaN."""
     return "—" if math.isnan(x) else f"{100 * x:.1f} %"
 
 
@@ -141,8 +147,8 @@ def summary_table(preds: Sequence[NcclPrediction]) -> list[list[str]]:
         big = [p.error for p in sel if p.row.size_bytes >= LARGE_BYTES]
         small = [p.error for p in sel if p.row.size_bytes < LARGE_BYTES]
         label = f"{gpus} ({nodes} x {gpus // nodes})" if gpus else "all"
-        table.append([role, label, str(len(big)), *(_pct(x) for x in stats(big)),
-                      str(len(small)), *(_pct(x) for x in stats(small))])
+        table.append([role, label, str(len(big)), *(pct_text(x) for x in abs_error_stats(big)),
+                      str(len(small)), *(pct_text(x) for x in abs_error_stats(small))])
     return table
 
 
@@ -165,6 +171,7 @@ def per_size_table(preds: Sequence[NcclPrediction]) -> tuple[list[str], list[lis
 
 
 def size_text(size: int) -> str:
+    """A message size in the largest binary unit that divides it: ``8 B``, ``256 KiB``, ``1 GiB``."""
     for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if size >= 2**k and size % 2**k == 0:
             return f"{size >> k} {unit}"
@@ -172,6 +179,7 @@ def size_text(size: int) -> str:
 
 
 def markdown(header: Sequence[str], body: Sequence[Sequence[str]]) -> str:
+    """A markdown table of ``header`` and the ``body`` rows."""
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in body]
     return "\n".join(lines) + "\n"

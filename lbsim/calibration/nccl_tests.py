@@ -28,8 +28,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lbsim.calibration.measured import read_measured_text
 from lbsim.errors import InputError
-from lbsim.limits import MAX_MEASURED_BYTES, MAX_MEASURED_ROWS, MAX_WORKERS, short_repr
+from lbsim.limits import MAX_MEASURED_ROWS, MAX_WORKERS, short_repr
 
 _MPI_TAG = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 _RANK = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+(\d+)")
@@ -51,18 +52,8 @@ class NcclRow:
 
     @property
     def gpus_per_node(self) -> int:
+        """``n / N``: the logs' nodes are equal."""
         return self.gpus // self.nodes
-
-
-def _read_text(path: Path) -> str:
-    try:
-        if path.stat().st_size > MAX_MEASURED_BYTES:
-            raise InputError(str(path), f"larger than {MAX_MEASURED_BYTES // 2**20} MiB, the bound for a log file")
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(str(path), "log file not found") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise InputError(str(path), f"cannot read the log file: {err}") from None
 
 
 def _number(text: str, where: str, what: str) -> float:
@@ -143,7 +134,7 @@ def read_logs(paths: Sequence[str | Path]) -> list[NcclRow]:
     seen: dict[tuple[int, int], str] = {}
     for p in paths:
         path = Path(p)
-        got = parse_log(_read_text(path), path.name)
+        got = parse_log(read_measured_text(path, "log file"), path.name)
         key = (got[0].gpus, got[0].nodes)
         if key in seen:
             raise InputError(str(path), f"{key[0]} GPUs on {key[1]} node(s) again (also {seen[key]})")

@@ -28,6 +28,8 @@ from lbsim.calibration.measured import Row
 
 @dataclass(frozen=True)
 class PolluxParams:
+    """Pollux's figures: compute ``α_c, β_c``, one-node network ``α_r, β_r``, multi-node ``α_n, β_n``, overlap ``γ``."""
+
     alpha_c: float
     beta_c: float
     alpha_r: float
@@ -56,6 +58,7 @@ def _predict(p: PolluxParams, nodes: np.ndarray, replicas: np.ndarray, bsz: np.n
 
 
 def predict(p: PolluxParams, rows: Sequence[Row]) -> np.ndarray:
+    """``T_step`` of every row under ``p`` (module docstring)."""
     return _predict(p, *_arrays(rows))[1]
 
 

@@ -22,7 +22,7 @@ and by the method of moments (pooled over pairs)::
 **Floor**: a perfect model predicts ``μ_b`` and errs ``e_pb = exp(−(o_p + ε_pb)) − 1``
 (predicted / measured − 1). Its p90 |error| over the rows, its per-placement geomean |error| (``exp(mean log(1 + |e|)) − 1``, as
 the validation reports), its pooled geomean over the placements, and how many placements exceed a
-bound (the issue's 15 %) are drawn by Monte Carlo for the held-out placements' own row counts, from
+bound (the validation target, 15 %) are drawn by Monte Carlo for the held-out placements' own row counts, from
 a seeded generator, so the figures are reproducible. A model whose held-out error is near the
 floor is as good as these measurements can show; the excess over the floor is the model's.
 

@@ -1,4 +1,4 @@
-"""Regenerate the tables of ``docs/validation.md``: ``python -m lbsim.calibration.report``.
+"""The tables of ``docs/validation.md``: lbsim, Pollux and the catalog model against the Pollux traces.
 
 For each of the six Pollux models (``data/pollux_t4/``, shipped with its licence and source):
 
@@ -14,15 +14,15 @@ For each of the six Pollux models (``data/pollux_t4/``, shipped with its licence
    the fitted model's formulas (the engine reproduces them: step 1 checks it on every row).
 
 Errors are ``predicted / measured − 1`` (positive: predicted too slow); geomean |error| =
-``exp(mean(log(1 + |e|))) − 1``. The tables replace the part of the document after
-``<!-- generated -->``; the method text above it is kept.
+``exp(mean(log(1 + |e|))) − 1``. :func:`document_text` puts the tables after the document's
+``<!-- generated -->`` marker and keeps the method text above it (``docs/tools/validation_tables.py``
+writes the page).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,8 +33,8 @@ from lbsim.calibration import pollux
 from lbsim.calibration.command import add_arguments
 from lbsim.calibration.command import run as calibrate
 from lbsim.calibration.compute import fit_compute_curve
-from lbsim.calibration.error_stats import abs_quantile, coverage, ratio_errors
-from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, geomean_abs, intra_bounds_for, predict_rows
+from lbsim.calibration.error_stats import abs_quantile, coverage, geomean_abs, ratio_errors
+from lbsim.calibration.fit import DEFAULT_CHUNK_SHARE, calibrate_rows, intra_bounds_for, predict_rows
 from lbsim.calibration.interval import NOMINAL
 from lbsim.calibration.measured import Row, parse_fit_placements, read_measurements, role_of
 from lbsim.calibration.model import LinkFigures
@@ -48,7 +48,7 @@ from lbsim.scenario.sections import AllReduceConfig
 
 MARK = "<!-- generated -->"
 FIT_PLACEMENTS = "2,4,11,22,1111"
-# gradient bytes = parameters x 4 (fp32), parameter counts from the traces README §6; the issue's bounds
+# gradient bytes = parameters x 4 (fp32), parameter counts from the traces README §6; the held-out geomean |error| target
 MODELS: dict[str, tuple[int, float]] = {
     "cifar10": (11_173_962 * 4, 0.10), "imagenet": (25_557_032 * 4, 0.10), "bert": (108_893_186 * 4, 0.10),
     "ncf": (1_602_657 * 4, 0.15), "deepspeech2": (41_187_968 * 4, 0.15), "yolov3": (61_626_049 * 4, 0.15),
@@ -60,6 +60,9 @@ ALT_SUBSETS = ("2,4,11,22,111", "2,4,22,44,11")
 
 @dataclass(frozen=True)
 class ModelResult:
+    """One model's rows with each row's role and relative error under lbsim, Pollux and the catalog model,
+    the fitted ``fit.yaml``, and lbsim's interval and extrapolation flags per row."""
+
     model: str
     rows: list[Row]
     role: list[str]
@@ -72,19 +75,23 @@ class ModelResult:
     extrapolates: tuple[str, ...] = ()  # per row: why it extrapolates ("" inside the fit domain)
 
     def measured(self) -> np.ndarray:
+        """The measured step times, in row order."""
         return np.array([r.step_time_s for r in self.rows])
 
     def ratio(self, errors: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The ratio errors of ``errors`` over the rows in ``mask`` (:func:`~lbsim.calibration.error_stats.ratio_errors`)."""
         return ratio_errors([r.label for r in self.rows], [r.local_bsz for r in self.rows], self.measured(),
                             errors, mask)
 
     def covered(self, mask: np.ndarray) -> float:
+        """The interval coverage of the rows in ``mask`` (NaN: no interval read)."""
         if self.low is None or self.high is None:
             return float("nan")
         return coverage(self.measured()[mask], self.low[mask], self.high[mask])
 
 
 def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
+    """Relative errors of the uncalibrated catalog model (module docstring, step 3)."""
     inst = catalog.INSTANCES[CATALOG_INSTANCE]
     fig = LinkFigures(
         intra_bandwidth_gbps=inst.intra_bandwidth_gbps or inst.bandwidth_gbps, intra_latency_s=inst.intra_latency_s or 0.0,
@@ -98,6 +105,7 @@ def catalog_errors(rows: Sequence[Row], gradient_bytes: int) -> np.ndarray:
 
 
 def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = AUTO) -> ModelResult:
+    """Steps 1-3 of the module docstring for one model: ``lbsim calibrate`` into ``out/model``, Pollux, the catalog."""
     gradient_bytes, _ = MODELS[model]
     src = data_dir / f"{model}_placements.csv"
     dest = out / model
@@ -128,6 +136,8 @@ def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = AUTO) -> M
 
 @dataclass(frozen=True)
 class SubsetResult:
+    """One fit subset's held-out errors for one model (module docstring, step 4)."""
+
     subset: str
     model: str
     held_geomean: float
@@ -147,6 +157,8 @@ class SubsetResult:
 def held_out_summary(subset: str, model: str, rows: Sequence[Row], err: np.ndarray, algorithm: str,
                      jitter_cv: float = 0.0, low: np.ndarray | None = None,
                      high: np.ndarray | None = None) -> SubsetResult:
+    """The held-out figures of ``err`` when ``subset`` is fitted: geomean, median, p90, ratio errors, coverage,
+    mean, and the worst placement."""
     fit = set(parse_fit_placements(subset))
     held = np.array([role_of(r, fit) == "held_out" for r in rows])
     labels = np.array([r.label for r in rows])
@@ -184,6 +196,7 @@ def robustness(model: str, data_dir: Path, subsets: Sequence[str] = ALT_SUBSETS,
 
 
 def robustness_table(results: Sequence[SubsetResult]) -> list[str]:
+    """The robustness table, one line per subset and model."""
     lines = ["| fit placements | model | bound | held-out geomean % | median \\|e\\| % | p90 \\|e\\| % | ratio \\|e\\| "
              "median % | ratio \\|e\\| p90 % | interval coverage % | held-out mean e % | worst held-out placement "
              "(geomean %) | algorithm | compute noise c |", "|" + "---|" * 13]
@@ -291,6 +304,7 @@ def repeatability_table(results: Sequence[ModelResult]) -> list[str]:
 
 
 def placement_table(r: ModelResult) -> list[str]:
+    """One model's errors per placement (single, fit, then held out) under the three models."""
     role = np.array(r.role)
     labels = np.array([row.label for row in r.rows])
     order = sorted(set(labels), key=lambda p: ({"single": 0, "fit": 1, "held_out": 2}[role[labels == p][0]], len(p), p))
@@ -307,6 +321,7 @@ def placement_table(r: ModelResult) -> list[str]:
 
 
 def render(results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) -> str:
+    """The generated part of the page: the marker, then every table with its explanation."""
     out = [MARK, "", "### Summary (held out = every multi-GPU placement not among the fit placements)", ""]
     out += summary_table(results)
     out += ["", "### Intervals: held-out coverage of the nominal interval", "",
@@ -342,31 +357,8 @@ def render(results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) 
     return "\n".join(out)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lbsim.calibration.report", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/pollux_t4",
-                    help="folder of the Pollux <model>_placements.csv files")
-    ap.add_argument("--out", default="runs/validation", help="where each model's calibrate output goes")
-    ap.add_argument("--doc", default="docs/validation.md", help="document whose generated part is replaced")
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated subset")
-    ap.add_argument("--jitter-cv", default=AUTO, help="lbsim calibrate --jitter-cv (`auto`: kept where cross-validation "
-                                                      "on the fit placements supports it; `fit`: always fitted; a CV)")
-    args = ap.parse_args(argv)
-    data = Path(args.data)
-    if not data.is_dir():
-        print(f"lbsim: error: --data: {data} is not a folder", file=sys.stderr)
-        return 2
-    models = args.models.split(",")
-    results = [run_model(m, data, Path(args.out), args.jitter_cv) for m in models]
-    cv: JitterChoice = AUTO if args.jitter_cv == AUTO else None if args.jitter_cv == "fit" else float(args.jitter_cv)
-    robust = sorted((r for m in models for r in robustness(m, data, jitter_cv=cv)),
-                    key=lambda r: ALT_SUBSETS.index(r.subset))
-    doc = Path(args.doc)
-    head = doc.read_text(encoding="utf-8").split(MARK)[0] if doc.exists() else "# Validation\n\n"
-    doc.write_text(head + render(results, robust) + "\n", encoding="utf-8")
-    print(f"wrote {doc}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def document_text(old: str | None, results: Sequence[ModelResult], robust: Sequence[SubsetResult] = ()) -> str:
+    """The page with its generated part replaced: ``old``'s text above :data:`MARK` (a bare title when
+    there is no page yet), then :func:`render`'s tables."""
+    head = old.split(MARK)[0] if old is not None else "# Validation\n\n"
+    return head + render(results, robust) + "\n"

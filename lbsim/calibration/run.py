@@ -36,6 +36,8 @@ SimulateFn = Callable[[dict[str, Any]], float]
 
 @dataclass(frozen=True)
 class Prediction:
+    """One row's simulated mean step time, its role, its interval and why it extrapolates."""
+
     row: Row
     predicted_s: float
     role: str
@@ -45,10 +47,13 @@ class Prediction:
 
     @property
     def relative_error(self) -> float:
+        """``predicted / measured − 1``."""
         return self.predicted_s / self.row.step_time_s - 1.0
 
 
 def check_instance(instance: str | None, rows: Sequence[Row]) -> str:
+    """The catalog instance the rows ran on: ``instance`` if it holds their largest node, else the default for
+    that node size; InputError naming the option otherwise."""
     biggest = max(max(r.placement) for r in rows)
     if instance is None:
         try:
@@ -67,6 +72,7 @@ def check_instance(instance: str | None, rows: Sequence[Row]) -> str:
 
 def predict(cal: Calibration, rows: Sequence[Row], instance: str, simulate_mean_s: SimulateFn,
             progress: Callable[[float], None] | None = None) -> list[Prediction]:
+    """Every row predicted by simulating its placement and batch under the calibration (each distinct pair once)."""
     max_batch = max(r.local_bsz for r in rows)
     cache: dict[tuple[tuple[int, ...], int], float] = {}
     out = []
@@ -84,6 +90,7 @@ def predict(cal: Calibration, rows: Sequence[Row], instance: str, simulate_mean_
 
 
 def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str, floor_text: str | None = None) -> str:
+    """``fit.yaml``: comment lines on how each figure was chosen and how well it fits, then the scenario."""
     f = cal.figures
     lines = [
         f"# lbsim calibrate {source}: figures fitted on placements "
@@ -118,11 +125,13 @@ def fit_yaml_text(cal: Calibration, instance: str, max_batch: int, source: str, 
 
 
 def inst_bounds_text(instance: str) -> str:
+    """The intra-node link's bounds on ``instance`` in words."""
     b = intra_bounds_for(instance)
     return f"{instance}: <= {b.max_gbps:g} Gbit/s, <= {b.max_latency_s:g} s per hop"
 
 
 def write_predictions(path: Path, preds: Sequence[Prediction]) -> None:
+    """``predictions.csv``: every measured column, the prediction, its interval, the error, role and flags."""
     rows = [p.row for p in preds]
     has_sync = any(r.sync_time_s is not None for r in rows)
     extra_cols = [k for k, _ in rows[0].extra] if rows and rows[0].extra else []

@@ -42,6 +42,7 @@ def default_instance(max_node_size: int) -> str:
 
 
 def group_figures(cal: Calibration, max_batch: int) -> dict[str, Any]:
+    """The fitted figures as a worker group's overrides: the compute curve, the links, the shared-node slowdown."""
     f = cal.figures
     return {
         "t0_s": _g(cal.curve.t0_s),

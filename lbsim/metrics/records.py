@@ -30,6 +30,9 @@ import numpy as np
 
 @dataclass(frozen=True, slots=True)
 class IterationRecord:
+    """One worker-iteration: when it started, how its time split (fetch, compute, communicate, wait), its batch,
+    the update that used it (and its weight there) or that it was dropped, its staleness."""
+
     worker: int
     iteration: int  # the worker's own clock: 0, 1, 2, ...
     update: int  # global update that contains this gradient (-1: dropped)
@@ -53,6 +56,8 @@ class IterationRecord:
 
 @dataclass(frozen=True, slots=True)
 class UpdateRecord:
+    """One global model update: when it was applied, the samples and the gradients it holds."""
+
     update: int  # 0, 1, 2, ...
     time_s: float
     samples: int

@@ -47,6 +47,7 @@ def summarize(
     synchronous: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
+    """The run's ``summary.json`` figures from its records (module docstring), with ``extra`` merged in."""
     if isinstance(iterations, IterationTable):
         return _summarize_table(iterations, updates, scheme=scheme, seed=seed, engine=engine, workers=workers,
                                 end_s=end_s, synchronous=synchronous, extra=extra)

@@ -68,7 +68,11 @@ placements cannot tell it) but takes NCCL's 512 KiB step over DDP's 25 MiB bucke
 **NCCL** (``algorithm="nccl"``): NCCL's own choice between the two — the flat ring on one or two
 nodes (NCCL ≥ 2.4 uses no trees there), the tree on three or more. Measured sync tails (Pollux
 T4 profiles, ``lbsim calibrate``) show both regimes: on two nodes the tail grows with the GPUs
-per node like a flat ring; across more nodes it hardly grows with the node count, like a tree.
+per node like a flat ring; across more nodes it hardly grows with the node count, like a tree
+(:class:`lbsim.network.algorithms.NcclPick`).
+
+Which algorithm a scenario runs, and the engines' prepared form of each formula, are in
+:mod:`lbsim.network.algorithms` (its table :data:`~lbsim.network.algorithms.ALLREDUCE`).
 """
 
 from __future__ import annotations
@@ -76,15 +80,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from lbsim.network.ring_latency import RingLatency, path_ring_s, ring_hop_latency_sum
-
-Algorithm = Literal["ring", "hierarchical", "tree", "nccl"]
-ALGORITHMS: tuple[Algorithm, ...] = ("ring", "hierarchical", "tree", "nccl")
-# A scenario's choice: one of the link-only formulas above, or NCCL's own fitted cost model
-# (lbsim/network/nccl.py), which needs the fitted figures and is timed by topology.AllReducePlan.
-NetworkAlgorithm = Literal["ring", "hierarchical", "tree", "nccl", "nccl_fitted"]
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,7 @@ def _check(node_sizes: Sequence[int], intra: Sequence[Link], inter: Sequence[Lin
         raise ValueError(f"every node holds at least one rank, got {list(node_sizes)}")
 
 
-def _ring_over(steps_n: int, gradient_bytes: float, bandwidth: float, latency: float) -> float:
+def ring_over_s(steps_n: int, gradient_bytes: float, bandwidth: float, latency: float) -> float:
     """α–β ring all-reduce among ``steps_n`` parties: ``2(m−1)α + 2(m−1)/m · S/B``."""
     n = steps_n
     return 2 * (n - 1) * latency + 2 * (n - 1) / n * gradient_bytes / bandwidth
@@ -127,7 +124,7 @@ def ring_step_s(gradient_bytes: float, n: int, bandwidths: Sequence[float], late
     value, computed as the engines always have: results written before nodes existed do not move).
     """
     if len(set(latencies)) == 1:
-        return _ring_over(n, gradient_bytes, min(bandwidths), latencies[0])
+        return ring_over_s(n, gradient_bytes, min(bandwidths), latencies[0])
     return 2 * (n - 1) * max(a + gradient_bytes / n / b for a, b in zip(latencies, bandwidths, strict=True))
 
 
@@ -221,29 +218,9 @@ def hierarchical_allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], i
     bott = math.inf
     if nodes >= 2:
         bott = min(h.bandwidth_bytes_per_s for h in inter)
-        ar = _ring_over(nodes, gradient_bytes, bott, max(h.latency_s for h in inter))
+        ar = ring_over_s(nodes, gradient_bytes, bott, max(h.latency_s for h in inter))
     for g, link in zip(node_sizes, intra, strict=True):
         if g >= 2:
             bott = min(bott, link.bandwidth_bytes_per_s)
     stages = 2 * (max(node_sizes) - 1) + 2 * (nodes - 1)
     return 2 * _intra_rs_s(gradient_bytes, node_sizes, intra) + ar + fill_s(stages, chunk_share, gradient_bytes, bott)
-
-
-def nccl_choice(nodes: int) -> Algorithm:
-    """NCCL's pick: the flat ring on one or two nodes, the tree on three or more."""
-    return "ring" if nodes <= 2 else "tree"
-
-
-def allreduce_s(gradient_bytes: float, node_sizes: Sequence[int], intra: Sequence[Link],
-                inter: Sequence[Link], *, algorithm: Algorithm = "ring", chunk_share: float = 0.0,
-                ring_latency: RingLatency = "slowest_hop") -> float:
-    """Duration of one all-reduce of ``gradient_bytes`` over the topology (module docstring)."""
-    if algorithm == "nccl":
-        algorithm = nccl_choice(len(node_sizes))
-    if algorithm == "ring":
-        return ring_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share, ring_latency)
-    if algorithm == "hierarchical":
-        return hierarchical_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share)
-    if algorithm == "tree":
-        return tree_allreduce_s(gradient_bytes, node_sizes, intra, inter, chunk_share)
-    raise ValueError(f"unknown all-reduce algorithm {algorithm!r}; valid: {', '.join(ALGORITHMS)}")

@@ -86,6 +86,7 @@ class NcclFigures:
         return self.simple_chunk_bytes if name == "Simple" else TREE_CHUNK_BYTES[name]
 
     def protocol(self, name: Protocol) -> ProtocolFigures:
+        """The figures of protocol ``name`` (LL, LL128 or Simple)."""
         return self.protocols[PROTOCOLS.index(name)]
 
 
@@ -135,6 +136,7 @@ def candidate_s(fig: NcclFigures, algorithm: NcclAlgorithm, protocol: Protocol, 
 
 
 def candidates(nodes: int) -> list[tuple[NcclAlgorithm, Protocol]]:
+    """The (algorithm, protocol) pairs NCCL chooses among: ring and tree across nodes, the ring alone on one."""
     algos: tuple[NcclAlgorithm, ...] = ("ring", "tree") if nodes >= 2 else ("ring",)
     return [(a, p) for a in algos for p in PROTOCOLS]
 

@@ -29,6 +29,8 @@ reach it within about 100-200 updates (also with a staleness of 15), and plateau
 
 @dataclass(frozen=True)
 class Evaluation:
+    """One held-out evaluation: after which update, at what time, the loss and the accuracy."""
+
     update: int
     time_s: float
     loss: float

@@ -42,6 +42,8 @@ from lbsim.rng import stream
 
 
 class Trainer:
+    """The run's real model and data (module docstring): the engines call it at their updates and pushes."""
+
     def __init__(
         self,
         cfg: Any,  # lbsim.scenario.numerics_config.NumericsConfig

@@ -17,9 +17,8 @@ from lbsim.plots.run_figs import (
     draw_cdf,
     draw_phases,
     draw_staleness,
-    draw_timeline,
+    draw_timelines,
     iteration_times,
-    phase_handles,
     timeline_window,
     timeline_workers,
     window_text,
@@ -69,14 +68,7 @@ def compare_figures(cmp: CompareData, *, timeline_s: float | None = None) -> dic
     n = len(schemes)
     window = timeline_window(list(cmp.runs.values()), timeline_s)
     fig, ax = new_figure(10, n * (0.8 + 0.28 * max(rows, 2)) + 0.6, n, 1, sharex=True)
-    phases: list[str] = []
-    for k, s in enumerate(schemes):
-        phases += [p for p in draw_timeline(ax[k, 0], cmp.runs[s], window, legend=False) if p not in phases]
-        ax[k, 0].set_title(s, fontsize="medium", loc="left")
-        if k < n - 1:
-            ax[k, 0].set_xlabel("")
-    ax[0, 0].legend(handles=phase_handles(phases), fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                    title="phase")
+    draw_timelines(ax, [(s, cmp.runs[s]) for s in schemes], window)
     fig.suptitle(f"Worker timelines, {window_text(window, list(cmp.runs.values()))} ({where})")
     figs["timelines"] = fig
 

@@ -351,19 +351,16 @@ def draw_accuracy(ax_acc: Any, ax_loss: Any | None, curves: dict[str, RunData], 
             ax_loss.plot(num["time_s"], num["loss"], label=label, color=color, marker=".")
     first = next(iter(curves.values()), None)
     time_axis = first.time_axis if first is not None else "simulated time (s)"
-    ax_acc.set_xlabel(time_axis)
-    ax_acc.set_ylabel("held-out accuracy (fraction)")
-    ax_acc.grid(True, alpha=0.3)
-    ax_acc.legend(fontsize="small", loc="lower right")
-    nonnegative(ax_acc, "x")
-    nonnegative(ax_acc, "y")
+    panels = [(ax_acc, "held-out accuracy (fraction)", "lower right")]
     if ax_loss is not None:
-        ax_loss.set_xlabel(time_axis)
-        ax_loss.set_ylabel("held-out loss (nats)")
-        ax_loss.grid(True, alpha=0.3)
-        ax_loss.legend(fontsize="small", loc="upper right")
-        nonnegative(ax_loss, "x")
-        nonnegative(ax_loss, "y")
+        panels.append((ax_loss, "held-out loss (nats)", "upper right"))
+    for ax, ylabel, corner in panels:
+        ax.set_xlabel(time_axis)
+        ax.set_ylabel(ylabel)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize="small", loc=corner)
+        nonnegative(ax, "x")
+        nonnegative(ax, "y")
 
 
 def batches_vary(run: RunData) -> bool:
@@ -376,6 +373,19 @@ def batches_vary(run: RunData) -> bool:
 def run_title(run: RunData) -> str:
     """A run's figure title: scheme, seed, and whether it was measured."""
     return f"{run.scheme}, seed {run.summary.get('seed', '?')}" + (", measured" if run.measured else "")
+
+
+def draw_timelines(ax: Any, labelled: Sequence[tuple[str, RunData]], window_s: float) -> None:
+    """Stacked worker timelines, one run per panel ``ax[k, 0]`` titled by its label: the x label on the
+    last panel only, and one legend of every phase drawn, beside the first."""
+    phases: list[str] = []
+    for k, (label, run) in enumerate(labelled):
+        phases += [p for p in draw_timeline(ax[k, 0], run, window_s, legend=False) if p not in phases]
+        ax[k, 0].set_title(label, fontsize="medium", loc="left")
+        if k < len(labelled) - 1:
+            ax[k, 0].set_xlabel("")
+    ax[0, 0].legend(handles=phase_handles(phases), fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0),
+                    title="phase")
 
 
 def window_text(window_s: float, runs: Sequence[RunData]) -> str:

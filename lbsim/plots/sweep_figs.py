@@ -30,10 +30,9 @@ from lbsim.plots.run_figs import (
     draw_accuracy,
     draw_cdf,
     draw_staleness,
-    draw_timeline,
+    draw_timelines,
     iteration_times,
     nonnegative,
-    phase_handles,
     timeline_window,
     timeline_workers,
     wide,
@@ -314,14 +313,7 @@ def sweep_figures(sweep: SweepData, *, timeline_s: float | None = None, x: str |
         shown = [runs.get(row["run"]) for row in picked.values()]
         window = timeline_window(shown, timeline_s)
         fig, ax = new_figure(10, n * (0.8 + 0.28 * max(len(timeline_workers(shown[0])), 2)) + 0.6, n, 1, sharex=True)
-        phases: list[str] = []
-        for k, (scheme, run) in enumerate(zip(picked, shown, strict=True)):
-            phases += [p for p in draw_timeline(ax[k, 0], run, window, legend=False) if p not in phases]
-            ax[k, 0].set_title(scheme, fontsize="medium", loc="left")
-            if k < n - 1:
-                ax[k, 0].set_xlabel("")
-        ax[0, 0].legend(handles=phase_handles(phases), fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0),
-                        title="phase")
+        draw_timelines(ax, list(zip(picked, shown, strict=True)), window)
         fig.suptitle(f"Worker timelines, {window_text(window, shown)} ({where}, first seed)")
         figs["timelines"] = fig
     with_numerics = {s: runs.get(r["run"]) for s, r in picked.items() if runs.get(r["run"]).numerics is not None}

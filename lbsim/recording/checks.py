@@ -15,6 +15,7 @@ from lbsim.recording.schema import CLOCK_TOLERANCE_S, MAX_CLOCK_S, MAX_SAMPLES, 
 
 
 def first_index(mask: np.ndarray) -> int | None:
+    """The first True position of ``mask`` (None: none), the row a check reports."""
     idx = np.flatnonzero(mask)
     return int(idx[0]) if len(idx) else None
 

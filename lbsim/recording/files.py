@@ -33,12 +33,15 @@ class Table:
         return len(self.cols["step"])
 
     def where(self, i: int) -> str:
+        """Row i as an error names it: ``row N`` and, in a CSV file, its line."""
         return f"row {i + 1}" + (f" (line {self.lines[i]})" if self.lines is not None else "")
 
     def error(self, i: int, message: str) -> InputError:
+        """An InputError at this file naming row i."""
         return InputError(self.name, f"{self.where(i)}: {message}")
 
     def take(self, mask: np.ndarray) -> Table:
+        """The rows where ``mask`` holds, line numbers kept."""
         cols = {k: (v[mask] if isinstance(v, np.ndarray) else [x for x, m in zip(v, mask, strict=True) if m])
                 for k, v in self.cols.items()}
         lines = None if self.lines is None else [x for x, m in zip(self.lines, mask, strict=True) if m]
@@ -162,6 +165,7 @@ def _read_parquet(path: Path) -> Table:
 
 
 def read_table(path: Path, *, allow_cut: bool) -> Table:
+    """A Parquet or CSV file's rows (``allow_cut``: a CSV's last line cut mid-row is dropped, not refused)."""
     if path.suffix.lower() == ".parquet":
         return _read_parquet(path)
     return _read_csv(path, allow_cut=allow_cut)

@@ -86,10 +86,12 @@ class Recording:
 
     @property
     def ranks(self) -> int:
+        """The recorded ranks."""
         return len(self.hosts)
 
     @property
     def steps_used(self) -> int:
+        """The steps every rank completed (the columns of the arrays)."""
         return int(self.samples.shape[1])
 
     @property

@@ -16,6 +16,7 @@ from lbsim.recording.schema import COLUMNS, FORMAT, HEADER_FILE, SHARD_STEM, TIM
 
 
 def csv_header(tokens: bool) -> str:
+    """A shard's header line (with the ``tokens`` column when the job has per-sample lengths)."""
     return ",".join((*COLUMNS, "tokens") if tokens else COLUMNS) + "\n"
 
 
@@ -35,6 +36,7 @@ def csv_line(rank: int, host: str, device: str, step: int, samples: int, times: 
 
 def header(world_size: int, scheme: Mapping[str, Any], *, complete: bool, gradient_bytes: int | None = None,
            global_batch: int | None = None, flush_every: int | None = None, created_by: str = "") -> dict[str, Any]:
+    """The job header (``job.json``): format and version, world size, scheme, completeness, sizes, the clock."""
     return {"format": FORMAT, "version": VERSION, "world_size": int(world_size), "scheme": dict(scheme),
             "complete": bool(complete), "gradient_bytes": gradient_bytes, "global_batch": global_batch,
             "clock": "seconds since the ranks' common start barrier (each rank's monotonic clock)",
@@ -42,12 +44,14 @@ def header(world_size: int, scheme: Mapping[str, Any], *, complete: bool, gradie
 
 
 def write_header(folder: Path, data: Mapping[str, Any]) -> None:
+    """Write ``job.json`` atomically (a temporary file renamed over it)."""
     tmp = folder / f".{HEADER_FILE}.tmp"
     tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     tmp.replace(folder / HEADER_FILE)
 
 
 def shard_name(rank: int) -> str:
+    """Rank's shard file name, ``rank-NNNNN.csv``."""
     return SHARD_STEM.format(rank=rank) + ".csv"
 
 

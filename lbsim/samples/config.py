@@ -42,6 +42,7 @@ class LognormalLengths:
     min_tokens: int = param(1, "floor: shorter draws are raised to this length", gt=0, le=MAX_TOKENS)
 
     def check(self) -> None:
+        """``min_tokens ≤ max_tokens``."""
         if self.min_tokens > self.max_tokens:
             raise InputError("min_tokens", f"{self.min_tokens} is above max_tokens {self.max_tokens}")
 
@@ -55,6 +56,7 @@ class ConstantLengths:
 
 
 def length_configs() -> dict[str, type]:
+    """The length distributions a scenario can name: ``{kind: config class}``."""
     return {c.kind: c for c in (FileLengths, LognormalLengths, ConstantLengths)}
 
 
@@ -63,6 +65,9 @@ LengthsConfig = FileLengths | LognormalLengths | ConstantLengths
 
 @dataclass(frozen=True)
 class SampleCostConfig:
+    """Per-sample cost: lengths ``L`` drawn from a distribution, a sample costing ``c(L) = c0 + a L + b L²``
+    (in units of the reference sample's cost), batches packed or padded, an optional cap in tokens."""
+
     lengths: LengthsConfig = param(help="distribution of sample lengths in tokens (file, lognormal, constant)",
                                    registry=length_configs)
     cost_linear: float = param(1.0, "a in c(L) = c0 + a L + b L^2 (only ratios of costs matter)", gt=0)

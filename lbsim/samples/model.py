@@ -24,6 +24,9 @@ from lbsim.samples.rounds import RoundSamples
 
 @dataclass(frozen=True, eq=False)
 class SampleModel:
+    """The resolved per-sample cost: seeded length draws, ``c(L) = c0 + a L + b L²`` and its unit
+    ``c(L_ref)`` (``ref_tokens``), packing or padding, the token cap and the gradient mean (module docstring)."""
+
     dist: LengthDistribution
     a: float
     b: float

@@ -23,30 +23,38 @@ from lbsim.fields import param
 
 @dataclass(frozen=True)
 class CalibrationInterval:
+    """The calibration's nominal interval: ``[mean · low_factor, mean · high_factor]``."""
+
     nominal: float = param(help="nominal coverage of the interval (0.8: 80 %)", gt=0, le=1)
     low_factor: float = param(help="low end of the interval as a factor of the prediction", gt=0)
     high_factor: float = param(help="high end of the interval as a factor of the prediction", gt=0)
     folds: int = param(help="fit placements left out in turn to estimate it", gt=0)
 
     def check(self) -> None:
+        """``low_factor ≤ high_factor``."""
         if self.low_factor > self.high_factor:
             raise InputError("low_factor", f"must be <= high_factor ({self.high_factor}), got {self.low_factor}")
 
 
 @dataclass(frozen=True)
 class CalibrationDomain:
+    """What the fit placements exercised: the most nodes, the largest nodes, the per-GPU batch range."""
+
     max_nodes: int = param(help="most nodes in a fit placement", gt=0)
     max_gpus_one_node: int = param(help="GPUs of the largest one-node fit placement (0: none)", ge=0)
     max_gpus_per_node_multi: int = param(help="GPUs on the largest node of a multi-node fit placement (0: none)", ge=0)
     local_bsz: tuple[int, ...] = param(help="[min, max] per-GPU batch of the fit rows")
 
     def check(self) -> None:
+        """``local_bsz`` is ``[min, max]`` with ``0 < min ≤ max``."""
         if len(self.local_bsz) != 2 or not 0 < self.local_bsz[0] <= self.local_bsz[1]:
             raise InputError("local_bsz", f"expected [min, max] with 0 < min <= max, got {list(self.local_bsz)}")
 
 
 @dataclass(frozen=True)
 class CalibrationInfo:
+    """The ``calibration`` section ``lbsim calibrate`` writes: the fit placements, their domain and the interval."""
+
     fit_placements: tuple[str, ...] = param(help="the placements the figures were fitted on", nonempty=True)
     domain: CalibrationDomain = param(help="what the fit placements exercised (beyond it: extrapolation)")
     interval: CalibrationInterval | None = param(None, "leave-one-placement-out interval (null: too few fit placements)")

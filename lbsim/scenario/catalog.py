@@ -53,6 +53,8 @@ from lbsim.scenario.sections import Overlap
 
 @dataclass(frozen=True)
 class InstanceType:
+    """A catalog instance: accelerator, vCPUs, NIC bandwidth, GPUs per node and the intra-node link, with sources."""
+
     name: str
     kind: Literal["gpu", "cpu"]
     accelerator: str
@@ -70,6 +72,8 @@ class InstanceType:
 
 @dataclass(frozen=True)
 class ModelProfile:
+    """A catalog model: gradient bytes and its overlap of communication with backward, with its source."""
+
     name: str
     gradient_bytes: int
     description: str
@@ -79,6 +83,8 @@ class ModelProfile:
 
 @dataclass(frozen=True)
 class Performance:
+    """A model on an instance: ``t(b) = t0_s + b / samples_per_s`` up to ``max_batch``, with its source."""
+
     model: str
     instance: str
     t0_s: float

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lbsim.network.nccl import TREE_CHUNK_BYTES, NcclFigures, ProtocolFigures
 from lbsim.fields import param
+from lbsim.network.nccl import TREE_CHUNK_BYTES, NcclFigures, ProtocolFigures
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from lbsim.contention.config import contention_configs
 from lbsim.fields import help_rows
-from lbsim.scenario.calibration_config import CalibrationDomain, CalibrationInfo, CalibrationInterval
 from lbsim.samples.config import SampleCostConfig, length_configs
+from lbsim.scenario.calibration_config import CalibrationDomain, CalibrationInfo, CalibrationInterval
 from lbsim.scenario.data import DataConfig, DataPlacement, StorageNode
 from lbsim.scenario.nccl_section import NcclModel, NcclProtocol
 from lbsim.scenario.schema import Scenario

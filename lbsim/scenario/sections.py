@@ -17,10 +17,10 @@ from typing import ClassVar
 
 from lbsim.errors import InputError
 from lbsim.fields import param
-from lbsim.network.collectives import NetworkAlgorithm
+from lbsim.network.algorithms import NetworkAlgorithm
 from lbsim.network.ring_latency import RingLatency
-from lbsim.scenario.nccl_section import NcclModel
 from lbsim.samples.config import SampleCostConfig
+from lbsim.scenario.nccl_section import NcclModel
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,9 @@ class Overlap:
 
 @dataclass(frozen=True)
 class Workload:
+    """What is trained and when it stops: the model profile, the global batch, the stops, gradient size,
+    overlap and per-sample cost."""
+
     model: str = param("resnet50_imagenet", "model profile from the catalog (`lbsim catalog`)")
     global_batch: int = param(1024, "samples per global update, split across workers", gt=0)
     updates: int | None = param(200, "stop after this many global model updates (null: no limit)", gt=0)
@@ -52,6 +55,8 @@ class Workload:
 
 @dataclass(frozen=True)
 class WorkerGroup:
+    """Identical workers of one catalog instance, with overrides of its figures and their nodes."""
+
     instance: str = param(help="instance type from the catalog (`lbsim catalog`)")
     count: int = param(1, "number of identical workers in this group", gt=0)
     t0_s: float | None = param(None, "override: fixed per-iteration time in t(b) = t0_s + b / samples_per_s", ge=0)
@@ -93,6 +98,8 @@ class WorkerGroup:
 
 @dataclass(frozen=True)
 class Cluster:
+    """The workers: groups in worker-index order."""
+
     groups: tuple[WorkerGroup, ...] = param(help="worker groups, in worker-index order", nonempty=True)
 
 
@@ -131,6 +138,7 @@ class AllReduceConfig:
                                          "links' bandwidths are its bus bandwidths (NIC: across nodes, intra: inside)")
 
     def check(self) -> None:
+        """The ``nccl`` figures are given exactly when the algorithm is ``nccl_fitted``."""
         if self.algorithm == "nccl_fitted" and self.nccl is None:
             raise InputError("nccl", "algorithm nccl_fitted needs the `nccl` figures (`lbsim calibrate-nccl` writes them)")
         if self.nccl is not None and self.algorithm != "nccl_fitted":

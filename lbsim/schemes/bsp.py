@@ -24,6 +24,8 @@ from lbsim.sizing.split import even_split
 
 @dataclass(frozen=True)
 class BSPConfig:
+    """BSP's one setting: backup workers (the slowest ``k`` gradients of a round are dropped)."""
+
     backup_workers: int = param(0, "gradients dropped per round: the update uses the first n - k", ge=0)
 
 

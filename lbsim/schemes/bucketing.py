@@ -28,7 +28,7 @@ from lbsim.sizing.split import even_split
 
 @dataclass(frozen=True)
 class BucketingConfig:
-    pass
+    """Bucketing has no settings: equal batches, the round's samples sorted by length."""
 
 
 @register_scheme("bucketing", BucketingConfig)
@@ -37,6 +37,7 @@ class Bucketing:
 
     name: ClassVar[str]
     driver: ClassVar[str] = "sync"
+    needs_sample_cost: ClassVar[bool] = True  # without lengths the buckets are BSP's split
 
     def __init__(self, config: BucketingConfig, ctx: SchemeContext) -> None:
         self.required_gradients = ctx.workers
@@ -44,9 +45,11 @@ class Bucketing:
         check_even_split(self._batches, ctx, "bucketing")
 
     def initial_batches(self) -> tuple[int, ...]:
+        """The even split of the global batch."""
         return self._batches
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
+        """The same even split every round (bucketing balances lengths, not speeds)."""
         return self._batches
 
     def assign_samples(self, samples: RoundSamples) -> np.ndarray:
@@ -57,4 +60,5 @@ class Bucketing:
         return owner
 
     def diagnostics(self) -> dict[str, object]:
+        """None: bucketing decides nothing beyond its split."""
         return {}

@@ -100,30 +100,29 @@ class DSSP:
 
     def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
         """After ``worker``'s push: record its push times and decide whether it is held at its next start."""
-        self.previous[worker] = self.latest[worker]
-        self.latest[worker] = time_s
+        latest = self.latest
+        self.previous[worker] = latest[worker]
+        latest[worker] = time_s
         clock = clocks[worker]
-        lead = clock - slowest_clock(clocks)  # the slowest worker itself is needed only by the controller
-        if self.paper:
-            self.held[worker] = not self._paper_go_on(worker, lead, clocks)
-            return
         credit = self.credit
+        if self.paper:  # go on: a credit left (spent here), within s_L, or the fastest granted by the controller
+            left = credit[worker]
+            if left > 0:
+                credit[worker] = left - 1
+                self.held[worker] = False
+            elif clock - slowest_clock(clocks) <= self.s_low:
+                self.held[worker] = False
+            elif clock == fastest_clock(clocks):
+                self.held[worker] = not self._paper_grant(worker, slowest_worker(clocks), clocks)
+            else:
+                self.held[worker] = True
+            return
+        lead = clock - slowest_clock(clocks)  # the slowest worker itself is needed only by the controller
         if lead <= self.s_low:
             credit[worker] = 0
         elif lead > self.s_low + credit[worker] and clock == fastest_clock(clocks):
             credit[worker] = self._grant(worker, slowest_worker(clocks))
         self.held[worker] = lead > self.s_low + credit[worker]
-
-    def _paper_go_on(self, worker: int, lead: int, clocks: Sequence[int]) -> bool:
-        credit = self.credit
-        if credit[worker] > 0:
-            credit[worker] -= 1
-            return True
-        if lead <= self.s_low:
-            return True
-        if clocks[worker] == fastest_clock(clocks):
-            return self._paper_grant(worker, slowest_worker(clocks), clocks)
-        return False
 
     def _paper_grant(self, worker: int, slowest: int, clocks: Sequence[int]) -> bool:
         self.refused_at[worker] = clocks[slowest]

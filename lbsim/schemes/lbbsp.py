@@ -64,6 +64,8 @@ from lbsim.sizing.waterfill import equalize_affine
 
 @dataclass(frozen=True)
 class LBBSPConfig:
+    """LB-BSP's settings: the variant, the CPU speed predictor and its NARX net, the GPU step rule's window."""
+
     variant: Literal["auto", "cpu", "gpu", "gpu_model"] = param("auto", "auto (per worker kind), cpu, gpu (step rule) or gpu_model (fitted t(x))")
     predictor: Literal["narx", "ema", "last", "oracle"] = param("narx", "CPU speed predictor; oracle = the engine's true next speed (ablation bound)")
     initial: Literal["nominal", "even"] = param("nominal", "first round: equalise the catalog's nominal t(b), or split evenly")
@@ -172,9 +174,11 @@ class LBBSP:
         return equalize_affine(self.ctx.global_batch, a, b, self.ctx.max_batch, min_batch=self.cfg.min_batch)
 
     def initial_batches(self) -> tuple[int, ...]:
+        """The first round's batches (``initial``: the nominal curves equalised, or an even split)."""
         return self._batches
 
     def next_batches(self, observation: RoundObservation) -> tuple[int, ...]:
+        """The next round's batches from the round observed (its work in place of its count when cost-aware)."""
         obs = observation_columns(observation.workers, self._fields + (("work",) if self.cost_aware else ()))
         if self.cost_aware:  # the curves are fitted on each batch's work, not its sample count
             obs = {**obs, "batch": obs["work"]}
@@ -307,6 +311,7 @@ class LBBSP:
         return a, b
 
     def diagnostics(self) -> dict[str, object]:
+        """Summary figures: the prediction errors (MAE, MAPE) and the GPU step rule's final state."""
         out: dict[str, object] = {"variant": self.cfg.variant, "predictor": self.cfg.predictor}
         if self._abs_err:
             out["prediction_mae_s"] = float(f"{np.mean(np.concatenate(self._abs_err)):.12g}")

@@ -58,6 +58,9 @@ from lbsim.sizing.waterfill import equalize_affine
 
 @dataclass(frozen=True)
 class LOFTConfig:
+    """LOFT's settings: the robust aggregation and its tolerance, the search for the round time T, the fetch
+    and compute fits."""
+
     aggregation: Literal["trimmed_mean", "median", "mean"] = param("trimmed_mean", "gradient aggregation: trimmed_mean, median (coordinate-wise) or the batch-weighted mean")
     tolerance_f: int = param(1, "Byzantine contributions the robust rule tolerates (2f < n; 0 for mean)", ge=0)
     min_batch: int = param(1, "smallest batch any worker is given", ge=1)

@@ -70,6 +70,15 @@ def scheme_class(name: str) -> type:
     return _SCHEMES[name][0]
 
 
+def needs_sample_cost(name: str) -> bool:
+    """Does scheme ``name`` only differ from BSP when samples differ in cost (``workload.sample_cost``)?
+
+    A scheme declares it with ``needs_sample_cost: ClassVar[bool] = True`` (length bucketing: without
+    lengths its buckets are BSP's equal split); a comparison without a sample-cost model skips it.
+    """
+    return bool(getattr(scheme_class(name), "needs_sample_cost", False))
+
+
 def needs_parameter_server(config: Any) -> bool:
     """Does the scheme configured by ``config`` need a parameter server (its *family*)?
 

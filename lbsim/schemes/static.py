@@ -21,6 +21,8 @@ from lbsim.sizing.split import InfeasibleSplit, proportional_split
 
 @dataclass(frozen=True)
 class StaticConfig:
+    """Static sizing's one setting: the smallest batch a worker is given."""
+
     min_batch: int = param(1, "smallest batch any worker is given", ge=1)
 
 

@@ -17,6 +17,8 @@ import numpy as np
 
 
 class AffineFit:
+    """The ridge fit of ``t(x) = a + b x`` described above, one per worker."""
+
     def __init__(self, a0: float, b0: float, *, history: int = 20, decay: float = 0.9, prior_weight: float = 0.01) -> None:
         self.a0, self.b0 = a0, b0
         self.decay = decay
@@ -24,6 +26,7 @@ class AffineFit:
         self.points: deque[tuple[float, float]] = deque(maxlen=history)
 
     def observe(self, batch: int, time_s: float) -> None:
+        """Add a step's batch and compute time (the oldest beyond ``history`` drops out)."""
         self.points.append((float(batch), float(time_s)))
 
     def coefficients(self) -> tuple[float, float]:

@@ -89,6 +89,10 @@ _ONE_MINUS_BETAS = 1.0 - _BETAS
 
 @dataclass(frozen=True)
 class NarxParams:
+    """The NARX net's shape and training (module docstring): ``d_v`` lagged log-speeds and ``d_u + 1``
+    readings of each input feed ``y = w2 · tanh(W1 x) + L · x``, trained online by Adam, a few
+    minibatch steps per observation drawn from a replay window of recent examples."""
+
     speed_delays: int = 3  # d_v: past speeds fed to the net
     input_delays: int = 3  # d_u: past CPU/memory readings fed besides the current one
     hidden: int = 10  # tanh units in the hidden layer

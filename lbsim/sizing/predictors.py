@@ -22,23 +22,33 @@ from lbsim.sizing.narx import NarxParams, NarxPredictor
 
 
 class SpeedPredictor(Protocol):
-    def observe(self, speed: float, cpu: float, mem: float) -> None: ...
+    """One worker's predictor: told each iteration's speed and readings, asked for the next speed."""
 
-    def predict(self, cpu_now: float, mem_now: float) -> float: ...
+    def observe(self, speed: float, cpu: float, mem: float) -> None:
+        """The last iteration's speed (samples / compute s) and the CPU / memory readings at its start."""
+
+    def predict(self, cpu_now: float, mem_now: float) -> float:
+        """The next iteration's speed given the readings now (NaN before any observation)."""
 
 
 class LastValue:
+    """``v̂ = v_last``."""
+
     def __init__(self) -> None:
         self.last = float("nan")
 
     def observe(self, speed: float, cpu: float, mem: float) -> None:
+        """Keep ``speed``."""
         self.last = speed
 
     def predict(self, cpu_now: float, mem_now: float) -> float:
+        """The last speed kept."""
         return self.last
 
 
 class EMA:
+    """``v̂ ← α v + (1 − α) v̂``, starting at the first speed."""
+
     def __init__(self, alpha: float) -> None:
         if not 0 < alpha <= 1:
             raise ValueError("alpha must be in (0, 1]")
@@ -46,9 +56,11 @@ class EMA:
         self.value = float("nan")
 
     def observe(self, speed: float, cpu: float, mem: float) -> None:
+        """Fold ``speed`` into the average (the first speed starts it)."""
         self.value = speed if self.value != self.value else self.alpha * speed + (1 - self.alpha) * self.value
 
     def predict(self, cpu_now: float, mem_now: float) -> float:
+        """The average so far."""
         return self.value
 
 
@@ -90,6 +102,7 @@ class PredictorBank:
         return len(self.value)
 
     def observe(self, speed: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> None:
+        """Every worker's last speed and readings, element by element as the per-worker predictors would."""
         if self.name == "last":
             self.value = np.array(speed, dtype=np.float64)
         elif self.name == "ema":
@@ -100,6 +113,7 @@ class PredictorBank:
                 p.observe(s, c, m)
 
     def predict(self, cpu_now: np.ndarray, mem_now: np.ndarray) -> np.ndarray:
+        """Every worker's next speed given its readings now."""
         if self.name != "narx":
             return self.value.copy()
         return np.array([p.predict(c, m) for p, c, m in zip(self.nets, cpu_now.tolist(), mem_now.tolist(), strict=True)])

@@ -33,6 +33,9 @@ HEATMAP_BINS = 120
 
 @dataclass(frozen=True)
 class Period:
+    """A run of straggling steps (module docstring): its time span and steps, the time it lost, and the rank
+    with the largest share of that loss (``rank_share``), slowed ``slowdown`` x against the typical rank."""
+
     start_s: float
     end_s: float
     first_step: int
@@ -45,6 +48,9 @@ class Period:
 
 @dataclass(frozen=True)
 class Attribution:
+    """The job's straggler loss: ``E_k`` per step, its split among the ranks, the periods (longest loss
+    first), and the rank x time slowdown map on ``bin_edges_s`` (module docstring)."""
+
     lost_per_step_s: np.ndarray
     lost_by_rank_s: np.ndarray
     periods: tuple[Period, ...]
@@ -53,6 +59,7 @@ class Attribution:
 
     @property
     def lost_s(self) -> float:
+        """``Σ_k E_k``: the time the job lost to stragglers."""
         return float(self.lost_per_step_s.sum())
 
 
@@ -81,6 +88,8 @@ def _typical(fit: JobFit) -> np.ndarray:
 
 
 def attribute(fit: JobFit, samples: np.ndarray) -> Attribution:
+    """The loss of every step of the fitted job run at the batches ``samples`` (ranks x steps), split among
+    the ranks by level, grouped into periods, and mapped over time (module docstring)."""
     level = fit.levels(samples.astype(float))
     x, y = level * fit.factors, level * fit.ideal
     floor = y.max(axis=0)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 
 def add_arguments(sp: argparse.ArgumentParser) -> None:
+    """The command's arguments: the job, its scheme, the schemes to predict, the bootstrap, ``t0``, the output."""
     sp.add_argument("job", help="a recorded job folder (job.json + rank-NNNNN.csv) or one generic CSV/Parquet file")
     sp.add_argument("--scheme", help="the scheme a generic file's job ran (default: its job.json's, else bsp: plain DDP)")
     sp.add_argument("--schemes", help="comma-separated schemes to predict (default: every registered one; "
@@ -23,6 +24,7 @@ def add_arguments(sp: argparse.ArgumentParser) -> None:
 
 
 def cmd_whatif(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run :func:`lbsim.whatif.run.whatif` into the chosen folder and print its summary; 0 on success."""
     from lbsim.lifecycle.guards import default_out, scheme_list
     from lbsim.run_folder import choose_out
     from lbsim.whatif.report import summary_lines

@@ -55,6 +55,7 @@ class Curve:
     varied: bool
 
     def at(self, b: np.ndarray | float) -> np.ndarray:
+        """``t(b)`` at the batch(es) ``b``."""
         return self.t0_s + np.asarray(b, dtype=float) * self.per_sample_s
 
 
@@ -88,10 +89,12 @@ class JobFit:
 
     @property
     def ranks(self) -> int:
+        """The job's ranks."""
         return len(self.base)
 
     @property
     def steps(self) -> int:
+        """The steps fitted (the recording's steps used)."""
         return int(self.factors.shape[1])
 
     def levels(self, batches: np.ndarray) -> np.ndarray:

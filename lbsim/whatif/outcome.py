@@ -15,6 +15,9 @@ REPLAY_TOLERANCE = 0.05  # the replay under the job's own scheme must reproduce 
 
 @dataclass(frozen=True)
 class SchemeRow:
+    """One scheme's replay: its network family, throughput, simulated job time and speedup over the baseline
+    (with its bootstrap interval)."""
+
     label: str
     network: str
     throughput_samples_per_s: float
@@ -24,6 +27,9 @@ class SchemeRow:
 
 @dataclass(frozen=True)
 class WhatifOutcome:
+    """Everything a what-if found: the recording, its fit and loss attribution, the replay under the job's own
+    scheme and without stragglers, each scheme's row, where the files went, and notes for the reader."""
+
     recording: Recording
     fit: JobFit
     attribution: Attribution
@@ -36,6 +42,7 @@ class WhatifOutcome:
 
     @property
     def replay_error(self) -> float:
+        """``replay / recorded − 1`` of the job time under its own scheme."""
         return self.replay_s / self.recording.job_s - 1.0
 
     @property
@@ -44,8 +51,10 @@ class WhatifOutcome:
         return max(0.0, 1.0 - self.ideal_s / self.replay_s) if self.replay_s > 0 else 0.0
 
     def row(self, label: str) -> SchemeRow:
+        """The row of the scheme ``label``."""
         return next(r for r in self.rows if r.label == label)
 
     @property
     def replay_ok(self) -> bool:
+        """Whether the replay reproduces the recorded time within :data:`REPLAY_TOLERANCE`."""
         return abs(self.replay_error) <= REPLAY_TOLERANCE

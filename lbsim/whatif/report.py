@@ -18,6 +18,8 @@ def _r(x: float) -> float | None:
 
 
 def report_data(o: WhatifOutcome) -> dict[str, Any]:
+    """``whatif.json``: the job, the fit (curves, communication), the replay, the loss attribution and every
+    scheme's prediction."""
     rec, fit, att = o.recording, o.fit, o.attribution
     job_s = rec.job_s
     return {
@@ -51,6 +53,7 @@ def report_data(o: WhatifOutcome) -> dict[str, Any]:
 
 
 def heatmap_csv(o: WhatifOutcome) -> str:
+    """``heatmap.csv``: one line per rank, one column per time bin (its start in s), the mean slowdown."""
     att = o.attribution
     lines = ["rank," + ",".join(f"{t:.3f}" for t in att.bin_edges_s[:-1]) + "\n"]
     for r in range(att.heat.shape[0]):
@@ -82,12 +85,15 @@ def heatmap_png(path: Path, o: WhatifOutcome) -> bool:
 
 
 def write_report(folder: Path, o: WhatifOutcome) -> None:
+    """Write ``heatmap.csv``, ``heatmap.png`` (with matplotlib) and ``whatif.json`` into ``folder``."""
     (folder / "heatmap.csv").write_text(heatmap_csv(o), encoding="utf-8")
     heatmap_png(folder / "heatmap.png", o)
     (folder / "whatif.json").write_text(json.dumps(report_data(o), indent=1) + "\n", encoding="utf-8")
 
 
 def summary_lines(o: WhatifOutcome) -> list[str]:
+    """What the command prints: the job, the replay's error, the loss and who caused it, the worst periods,
+    each scheme's speedup."""
     rec, att = o.recording, o.attribution
     lines = [f"{rec.source}: {rec.ranks} ranks x {rec.steps_used} steps (of {rec.steps_recorded} recorded), "
              f"scheme {rec.scheme.get('name')}, recorded {rec.job_s:.3f} s",

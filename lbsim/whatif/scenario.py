@@ -79,6 +79,8 @@ def scheme_section(scheme: dict[str, Any]) -> dict[str, Any]:
 
 
 def scenario_data(rec: Recording, fit: JobFit, *, name: str) -> dict[str, Any]:
+    """The fitted job as scenario data: one group (node) per host and device with its unslowed curve, the
+    fitted link, the job's scheme and batch, and its slowdowns as a trace (module docstring)."""
     groups = []
     for g in fit.groups:
         curve = fit.base[g.ranks[0]]

@@ -14,13 +14,13 @@ weighted communication hook), :mod:`~lbsim.runtime.ddp.timing` (per-rank compute
 :mod:`~lbsim.runtime.ddp.recorder` (a job's per-rank, per-step record for ``lbsim whatif``).
 """
 
-from lbsim.runtime.ddp.balancer import LoadBalancer
-from lbsim.runtime.ddp.decision import Decider, round_observation
-from lbsim.runtime.ddp.hook import weighted_gradient, weighted_sum_hook
-from lbsim.runtime.ddp.inject import SlowedRank, constant_slowdown, slowed_hook
-from lbsim.runtime.ddp.recorder import Recorder
-from lbsim.runtime.ddp.sampler import BalancedBatchSampler
-from lbsim.runtime.ddp.timing import StepClock
+from .balancer import LoadBalancer
+from .decision import Decider, round_observation
+from .hook import weighted_gradient, weighted_sum_hook
+from .inject import SlowedRank, constant_slowdown, slowed_hook
+from .recorder import Recorder
+from .sampler import BalancedBatchSampler
+from .timing import StepClock
 
 __all__ = [
     "BalancedBatchSampler", "Decider", "LoadBalancer", "Recorder", "SlowedRank", "StepClock", "constant_slowdown",

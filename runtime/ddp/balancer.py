@@ -51,18 +51,19 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from lbsim.runtime.ddp.decision import Decider, round_observation
-from lbsim.runtime.ddp.hook import weighted_sum_hook
-from lbsim.runtime.ddp.inject import SlowedRank
-from lbsim.runtime.ddp.lengths import Lengths, SampleCosts
-from lbsim.runtime.ddp.timing import Lap, StepClock
-from lbsim.runtime.resources import ResourceReader
 from lbsim.samples.rounds import RoundSamples, per_worker
 from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.lbbsp import LBBSPConfig
 from lbsim.schemes.registry import build_scheme
 from lbsim.sizing.length_partition import cost_partition
 from lbsim.sizing.split import proportional_split
+
+from ..resources import ResourceReader
+from .decision import Decider, round_observation
+from .hook import weighted_sum_hook
+from .inject import SlowedRank
+from .lengths import Lengths, SampleCosts
+from .timing import Lap, StepClock
 
 VARIANTS = ("auto", "cpu", "gpu", "gpu_model")
 PREDICTORS = ("narx", "ema", "last")
@@ -368,6 +369,6 @@ class LoadBalancer:
 
     def sampler(self, dataset_size: int, *, seed: int = 0, shuffle: bool = True, drop_last: bool = False) -> Any:
         """A batch sampler for ``DataLoader(dataset, batch_sampler=...)`` (see :class:`lbsim.runtime.ddp.sampler.BalancedBatchSampler`)."""
-        from lbsim.runtime.ddp.sampler import BalancedBatchSampler
+        from .sampler import BalancedBatchSampler
 
         return BalancedBatchSampler(self, dataset_size, seed=seed, shuffle=shuffle, drop_last=drop_last)

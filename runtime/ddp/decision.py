@@ -86,4 +86,5 @@ class Decider:
 
     @property
     def mean_decision_s(self) -> float:
+        """Mean wall time of one scheme decision (``next_batches``), 0 before the first."""
         return sum(self.decision_s) / len(self.decision_s) if self.decision_s else 0.0

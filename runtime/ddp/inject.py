@@ -18,7 +18,8 @@ from typing import Any
 
 from lbsim.contention.model import WorkerContention
 from lbsim.contention.sources import window
-from lbsim.runtime.inject import Emulated
+
+from ..inject import Emulated
 
 
 def constant_slowdown(factor: float) -> WorkerContention:
@@ -39,16 +40,21 @@ class SlowedRank:
         self.emu.t0 = time.monotonic() if clock_t0 is None else clock_t0
 
     def begin(self) -> None:
+        """A step starts: its compute is counted from now."""
         self._start = time.monotonic()
         self._slept = 0.0
 
     def after_bucket(self) -> None:
+        """Sleep until the emulated end of the step's compute so far: its ``real`` seconds of work (time
+        since :meth:`begin`, less what was slept) stretched by the slowdown schedule from the step's start
+        (:meth:`lbsim.runtime.inject.Emulated.stretch`)."""
         now = time.monotonic()
         real = now - self._start - self._slept
         self.emu.stretch(self._start - self.emu.t0, real, 1.0)
         self._slept += time.monotonic() - now
 
     def cpu_available(self) -> float:
+        """The CPU share in (0, 1] the emulated contention leaves this rank now (what a resource reader sees)."""
         return self.emu.cpu_available(time.monotonic() - self.emu.t0)
 
 

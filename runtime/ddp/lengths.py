@@ -54,6 +54,7 @@ class SampleCosts:
                                  gradient_mean == "per_token", seed, float(cost_per_sample))
 
     def lengths_of(self, indices: Sequence[int]) -> np.ndarray:
+        """Token lengths of the samples ``indices`` (int64), from the table or the callable; each >= 1."""
         if self.table is not None:
             return self.table[np.asarray(indices, dtype=np.int64)]
         assert self.fn is not None
@@ -71,6 +72,7 @@ class SampleCosts:
         return RoundSamples(lengths, self.model.units(lengths), self.model.padding, self.model.max_tokens)
 
     def describe(self) -> dict[str, Any]:
+        """The cost model's figures for the balancer's log: ``L_ref``, ``a``, ``b``, batching, gradient mean."""
         return {"reference_tokens": self.model.ref_tokens, "a": self.model.a, "b": self.model.b,
                 "batching": "padding" if self.model.padding else "packing",
                 "gradient_mean": "per_token" if self.model.per_token else "per_sample"}

@@ -37,9 +37,10 @@ import torch.distributed as dist
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 from lbsim.recording.writer import csv_header, csv_line, header, shard_name, write_header
-from lbsim.runtime.ddp.inject import SlowedRank, slowed_hook
-from lbsim.runtime.ddp.timing import StepClock
 from lbsim.version import __version__
+
+from .inject import SlowedRank, slowed_hook
+from .timing import StepClock
 
 DEFAULT_FLUSH_EVERY = 32
 

@@ -57,6 +57,7 @@ class StepClock:
         self._last_ev: Any = None
 
     def start(self) -> None:
+        """A step's compute begins: the wall clock now and, on CUDA, an event on the current stream."""
         self._start_s = time.perf_counter()
         self._last_s = None
         self._last_ev = None
@@ -84,6 +85,7 @@ class StepClock:
 
     @property
     def marked(self) -> bool:
+        """Whether the current step has reached a :meth:`mark` (a gradient bucket was ready)."""
         return self._last_s is not None
 
     def lap(self) -> Lap:

@@ -1,11 +1,11 @@
-"""Regenerate the nccl-tests tables of the docs: ``python -m lbsim.calibration.nccl_docs``.
+"""The nccl-tests tables of the docs: the fitted NCCL figures and their errors on the A100 logs.
 
 Fits the collective figures on the shipped A100 logs (``data/nccl_tests_a100``, node counts 1 and
-2) exactly as ``lbsim calibrate-nccl ... --fit-nodes 1,2`` does, and rewrites the text between
-``<!-- nccl-tests:begin -->`` and ``<!-- nccl-tests:end -->`` in ``docs/validation.md`` (errors,
-ratio errors, robustness) and between ``<!-- nccl-figures:begin -->`` and ``<!-- nccl-figures:end -->``
-in ``docs/collectives.md`` (fitted figures, error per size and node count). ``--check`` writes
-nothing and exits 1 when a document is out of date.
+2) exactly as ``lbsim calibrate-nccl ... --fit-nodes 1,2`` does. :func:`documents` gives each page
+with its block replaced: the text between ``<!-- nccl-tests:begin -->`` and
+``<!-- nccl-tests:end -->`` in ``validation.md`` (errors, ratio errors, robustness) and between
+``<!-- nccl-figures:begin -->`` and ``<!-- nccl-figures:end -->`` in ``collectives.md`` (fitted
+figures, error per size and node count); ``docs/tools/nccl_tables.py`` writes or checks them.
 
 Ratio error: the predicted slow-down of ``n`` GPUs over the 16-GPU fit cluster at the same size,
 ``(T̂_n / T̂_16) / (T_n / T_16) − 1`` — what "how much slower on 8x the nodes?" needs.
@@ -13,12 +13,10 @@ Ratio error: the predicted slow-down of ``n`` GPUs over the 16-GPU fit cluster a
 
 from __future__ import annotations
 
-import argparse
-import math
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from lbsim.calibration.error_stats import abs_error_stats
 from lbsim.calibration.nccl_fit import fit_nccl
 from lbsim.calibration.nccl_report import (
     DEFAULT_NOMINAL,
@@ -28,9 +26,9 @@ from lbsim.calibration.nccl_report import (
     coverage,
     interval_bounds,
     markdown,
+    pct_text,
     per_size_table,
     predict_rows,
-    stats,
     summary_table,
 )
 from lbsim.calibration.nccl_tests import NcclRow, read_logs
@@ -42,11 +40,9 @@ CHUNKS = (0.0, 128 * 1024.0, 256 * 1024.0, 512 * 1024.0)
 NOMINALS = (0.8, 0.9)
 
 
-def _pct(x: float) -> str:
-    return "—" if math.isnan(x) else f"{100 * x:.1f} %"
-
-
 def ratio_rows(preds: Sequence[NcclPrediction], base_gpus: int) -> list[list[str]]:
+    """Per held-out GPU count ``n``: the ratio errors ``(T̂_n / T̂_base) / (T_n / T_base) − 1`` over the sizes
+    ≥ 1 MiB both have (module docstring), as count, median, p90 and geomean |·|."""
     by = {(p.row.gpus, p.row.size_bytes): p for p in preds if p.role != "single"}
     out = []
     for gpus in sorted({p.row.gpus for p in preds if p.role == "held_out"}):
@@ -55,24 +51,27 @@ def ratio_rows(preds: Sequence[NcclPrediction], base_gpus: int) -> list[list[str
             b = by.get((base_gpus, s))
             if g == gpus and b is not None and s >= LARGE_BYTES:
                 errs.append((p.predicted_s / b.predicted_s) / (p.row.time_s / b.row.time_s) - 1.0)
-        med, p90, geo = stats(errs)
-        out.append([f"{gpus} / {base_gpus} GPUs", str(len(errs)), _pct(med), _pct(p90), _pct(geo)])
+        med, p90, geo = abs_error_stats(errs)
+        out.append([f"{gpus} / {base_gpus} GPUs", str(len(errs)), pct_text(med), pct_text(p90), pct_text(geo)])
     return out
 
 
 def held_stats(rows: Sequence[NcclRow], fit_nodes: Sequence[int], chunk: float | None = None) -> list[str]:
+    """Fit on ``fit_nodes`` (with Simple's tree ``chunk`` if given): the held-out GPU counts and the median
+    and p90 |error| of the held-out rows ≥ 1 MiB and < 1 MiB."""
     sel = [r for r in rows if r.nodes in fit_nodes]
     fit = fit_nccl(sel) if chunk is None else fit_nccl(sel, simple_chunk_bytes=chunk)
     preds = predict_rows(fit.figures, rows, fit_nodes)
     big = [p.error for p in preds if p.role == "held_out" and p.row.size_bytes >= LARGE_BYTES]
     small = [p.error for p in preds if p.role == "held_out" and p.row.size_bytes < LARGE_BYTES]
     held = sorted({p.row.gpus for p in preds if p.role == "held_out"})
-    mb, pb, _ = stats(big)
-    ms, ps, _ = stats(small)
-    return [",".join(map(str, held)), _pct(mb), _pct(pb), _pct(ms), _pct(ps)]
+    mb, pb, _ = abs_error_stats(big)
+    ms, ps, _ = abs_error_stats(small)
+    return [",".join(map(str, held)), pct_text(mb), pct_text(pb), pct_text(ms), pct_text(ps)]
 
 
 def figures_table(fig: NcclFigures) -> str:
+    """The fitted figures per protocol (base, NVLink hop, network hop, bandwidth share) and the bus bandwidths."""
     head = ["protocol", "base b_p (µs)", "NVLink hop a_p (µs)", "network hop x_p (µs)", "bandwidth share η_p"]
     body = [[name, f"{pf.base_s * 1e6:.2f}", f"{pf.intra_hop_s * 1e6:.2f}", f"{pf.inter_hop_s * 1e6:.2f}",
              f"{pf.efficiency:.3f}"] for name, pf in zip(PROTOCOLS, fig.protocols, strict=True)]
@@ -82,6 +81,8 @@ def figures_table(fig: NcclFigures) -> str:
 
 
 def blocks(data: Path) -> tuple[str, str]:
+    """The two blocks from the logs in ``data``: validation.md's (errors, ratio errors, interval coverage,
+    robustness to the fit node counts, the tree-chunk ablation) and collectives.md's (figures, error per size)."""
     logs: list[Path] = sorted(data.glob("nccl_*gpus.log"), key=lambda p: int(p.name[5:-8]))
     rows = read_logs(logs)
     fit = fit_nccl([r for r in rows if r.nodes in FIT_NODES])
@@ -93,7 +94,7 @@ def blocks(data: Path) -> tuple[str, str]:
         for role in ("fit", "held_out"):
             for large in (True, False):
                 n, share = coverage(ps, role, large)
-                line.append(f"{_pct(share)} of {n}")
+                line.append(f"{pct_text(share)} of {n}")
         cover.append(line)
     val = ["Fitted on 1 node (2, 4, 8 GPUs) and 2 nodes (16 GPUs); held out: 4, 8, 16 nodes (32, 64, 128 GPUs). "
            "|error| of the all-reduce time; sizes ≥ 1 MiB and < 1 MiB apart.\n",
@@ -117,35 +118,21 @@ def blocks(data: Path) -> tuple[str, str]:
 
 
 def replace_block(text: str, name: str, body: str, doc: str) -> str:
+    """``text`` with what stands between ``<!-- name:begin -->`` and ``<!-- name:end -->`` replaced by
+    ``body``; ValueError naming ``doc`` when a marker is missing."""
     begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
     if begin not in text or end not in text:
-        raise SystemExit(f"{doc}: markers {begin} / {end} not found")
+        raise ValueError(f"{doc}: markers {begin} / {end} not found")
     head, rest = text.split(begin, 1)
     _, tail = rest.split(end, 1)
     return f"{head}{begin}\n{body}\n{end}{tail}"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m lbsim.calibration.nccl_docs", description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default="data/nccl_tests_a100", help="folder of nccl_<N>gpus.log files")
-    ap.add_argument("--docs", default="docs", help="folder holding validation.md and collectives.md")
-    ap.add_argument("--check", action="store_true", help="write nothing; exit 1 if a document is out of date")
-    args = ap.parse_args(argv)
-    val, col = blocks(Path(args.data))
-    stale = []
+def documents(data: Path, docs: Path) -> dict[Path, str]:
+    """Each page under ``docs`` that holds a block, with the block computed from the logs in ``data``."""
+    val, col = blocks(data)
+    out = {}
     for doc, name, body in (("validation.md", "nccl-tests", val), ("collectives.md", "nccl-figures", col)):
-        path = Path(args.docs) / doc
-        old = path.read_text(encoding="utf-8")
-        new = replace_block(old, name, body, str(path))
-        if new != old:
-            stale.append(str(path))
-            if not args.check:
-                path.write_text(new, encoding="utf-8")
-    if args.check and stale:
-        print(f"out of date: {', '.join(stale)} (python -m lbsim.calibration.nccl_docs)", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        path = docs / doc
+        out[path] = replace_block(path.read_text(encoding="utf-8"), name, body, str(path))
+    return out
