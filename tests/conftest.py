@@ -115,3 +115,34 @@ def check_invariants(result: Any, *, strict_update_times: bool = True, update_be
 def sim() -> SimpleNamespace:
     return SimpleNamespace(group=group, ps=ps, ring=ring, data=data, scenario=scenario, run=run,
                            check_invariants=check_invariants, REPO=REPO, TRACES=TRACES)
+
+
+# -- one set of 3 gloo ranks for the DDP-library tests ---------------------------------------------
+# Starting ranks (torch's import in each) costs more than these modules' jobs, so the modules below
+# share one spawn: each defines ``_rank(rank, rendezvous, out)`` (its own process group, from a
+# FileStore rendezvous file of its own, torn down at the end) and the ranks run the jobs of the
+# collected modules one after another. A module's fixture reads its job's output from ``ddp3[name]``.
+DDP3_MODULES = ("test_ddp_aggregation", "test_ddp_balancer", "test_ddp_lengths")
+
+
+def _ddp3_rank(rank: int, jobs: list[tuple[str, str, str]]) -> None:
+    import importlib
+
+    for module, rendezvous, out in jobs:
+        importlib.import_module(module)._rank(rank, rendezvous, out)
+
+
+@pytest.fixture(scope="session")
+def ddp3(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Each collected DDP module's ``out`` path (its job's output; the balancer's: one file per rank suffix)."""
+    import torch.multiprocessing as mp
+
+    wanted = {item.module.__name__ for item in request.session.items if item.module is not None}  # type: ignore[attr-defined]
+    names = [m for m in DDP3_MODULES if m in wanted] or [request.module.__name__]
+    outs, jobs = {}, []
+    for name in names:
+        folder = tmp_path_factory.mktemp(name)
+        outs[name] = folder / "out"
+        jobs.append((name, str(folder / "rendezvous"), str(outs[name])))
+    mp.start_processes(_ddp3_rank, args=(jobs,), nprocs=3, start_method="spawn")
+    return outs

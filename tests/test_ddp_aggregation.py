@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 STEPS: dict[int, list[tuple[int, ...]]] = {2: [(3, 9), (10, 2), (1, 11)], 3: [(2, 5, 9), (8, 1, 7), (4, 4, 8)]}
 
@@ -91,11 +90,9 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[list[float]]]:
-    folder = tmp_path_factory.mktemp("ddp")
-    out = folder / "params.json"  # the rendezvous is a file (FileStore): no port to pick, none to lose to another process
-    mp.start_processes(_rank, args=(str(folder / "rendezvous"), str(out)), nprocs=3, start_method="spawn")
-    return json.loads(out.read_text())  # type: ignore[no-any-return]
+def trained(ddp3: dict[str, Path]) -> dict[str, list[list[float]]]:
+    """The job's output, from the 3 ranks the DDP modules share (conftest.ddp3)."""
+    return json.loads(ddp3[__name__].read_text())  # type: ignore[no-any-return]
 
 
 def _worst(trained: dict[str, list[list[float]]], world: int, weighted: bool) -> float:

@@ -1,4 +1,5 @@
-"""LoadBalancer end to end on 3 gloo ranks (one spawn), and the CPU step clock.
+"""LoadBalancer end to end on 3 gloo ranks (one spawn, shared with the other DDP modules: conftest.ddp3),
+and the CPU step clock.
 
 Work per sample is a fixed sleep (3 ms), so the ranks' speeds are known whatever the machine's
 load; rank 2 is slowed 3x by the runtime's emulated contention (per bucket). Closed form for the
@@ -21,7 +22,6 @@ from typing import Any
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 PER_SAMPLE_S = 0.003
 N, B, EPOCHS = 252, 42, 3  # 6 steps per epoch; the split is decided by step 4, the last two epochs are the 12 steps after epoch 0
@@ -92,11 +92,9 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def ranks(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, list]]:  # type: ignore[type-arg]
-    folder = tmp_path_factory.mktemp("lb")
-    out = folder / "rank"  # the rendezvous is a file (FileStore): no port to pick, none to lose to another process
-    mp.start_processes(_rank, args=(str(folder / "rendezvous"), str(out)), nprocs=3, start_method="spawn")
-    return [json.loads(Path(f"{out}.{r}").read_text()) for r in range(3)]
+def ranks(ddp3: dict[str, Path]) -> list[dict[str, list]]:  # type: ignore[type-arg]
+    """Each rank's output, from the 3 ranks the DDP modules share (conftest.ddp3)."""
+    return [json.loads(Path(f"{ddp3[__name__]}.{r}").read_text()) for r in range(3)]
 
 
 @pytest.mark.parametrize("run", NAMES)

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 N, B, V = 45, 12, 7
 SPEEDS = (1.0, 2.0, 4.0)  # samples per second at the reference length: unequal shares
@@ -89,11 +88,9 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    folder = tmp_path_factory.mktemp("ddp_lengths")
-    out = folder / "out.json"
-    mp.start_processes(_rank, args=(str(folder / "rendezvous"), str(out)), nprocs=3, start_method="spawn")
-    return json.loads(out.read_text())  # type: ignore[no-any-return]
+def runs(ddp3: dict[str, Path]) -> dict:
+    """The job's output, from the 3 ranks the DDP modules share (conftest.ddp3)."""
+    return json.loads(ddp3[__name__].read_text())  # type: ignore[no-any-return]
 
 
 @pytest.mark.parametrize("mean", ["per_token", "per_sample"])
