@@ -19,9 +19,9 @@ from lbsim.cli import main
 from lbsim.errors import InputError
 from lbsim.lifecycle.execute import run_files
 from lbsim.metrics.records import ITERATION_COLUMNS
-from lbsim.schemes.sample_plan import update_weights
 from lbsim.samples.rounds import RoundSamples, per_worker
 from lbsim.scenario.loader import scenario_from_data
+from lbsim.schemes.sample_plan import update_weights
 from lbsim.simulator.run import simulate
 from lbsim.sizing.length_partition import lpt_partition
 from lbsim.sizing.split import InfeasibleSplit
