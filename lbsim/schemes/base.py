@@ -251,8 +251,9 @@ class AsyncScheme(Protocol):
         """The batch worker ``worker`` takes for its next iteration."""
         ...
 
-    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
-        """The server applied a push of ``worker`` at ``time_s`` (``clocks`` already counts it)."""
+    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> bool | None:
+        """The server applied a push of ``worker`` at ``time_s`` (``clocks`` already counts it);
+        with ``admits_at_push`` (below), returns ``may_start(worker, clocks)`` as it would answer now."""
         ...
 
     def may_start(self, worker: int, clocks: Sequence[int]) -> bool:
@@ -275,6 +276,10 @@ class AsyncScheme(Protocol):
     # Optional: ``never_holds: ClassVar[bool] = True`` declares that ``may_start`` is always True
     # and ``on_push`` neither decides nor records anything (ASP): an engine need not consult the
     # gate at all (:attr:`lbsim.schemes.gate.Gate.free`); asking it anyway gives the same answers.
+    #
+    # Optional: ``admits_at_push: ClassVar[bool] = True`` declares that ``on_push`` returns what
+    # ``may_start`` would answer for the pusher right after it (other held workers' answers cannot
+    # change it): an engine then takes that answer instead of asking (:meth:`Gate.push_admit`).
     #
     # Optional: ``reads_clocks: ClassVar[bool] = False`` declares that ``on_push``, ``may_start`` and
     # ``gate_key`` never read ``clocks`` (ElasticBSP counts its own pushes): the gate then does not

@@ -78,6 +78,7 @@ class DSSP:
 
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
+    admits_at_push: ClassVar[bool] = True  # on_push returns may_start's answer for the pusher
 
     def __init__(self, config: DSSPConfig, ctx: SchemeContext) -> None:
         self.paper = config.rule == "paper"
@@ -98,8 +99,10 @@ class DSSP:
         """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
-    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
-        """After ``worker``'s push: record its push times and decide whether it is held at its next start."""
+    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> bool:
+        """After ``worker``'s push: record its push times and decide whether it is held at its next
+        start; returns whether it may go on (what :meth:`may_start` would answer now: a worker just
+        refused is still refused, as nothing it reads has changed — ``admits_at_push``)."""
         latest = self.latest
         self.previous[worker] = latest[worker]
         latest[worker] = time_s
@@ -109,20 +112,23 @@ class DSSP:
             left = credit[worker]
             if left > 0:
                 credit[worker] = left - 1
-                self.held[worker] = False
+                go = True
             elif clock - slowest_clock(clocks) <= self.s_low:
-                self.held[worker] = False
+                go = True
             elif clock == fastest_clock(clocks):
-                self.held[worker] = not self._paper_grant(worker, slowest_worker(clocks), clocks)
+                go = self._paper_grant(worker, slowest_worker(clocks), clocks)
             else:
-                self.held[worker] = True
-            return
+                go = False
+            self.held[worker] = not go
+            return go
         lead = clock - slowest_clock(clocks)  # the slowest worker itself is needed only by the controller
         if lead <= self.s_low:
             credit[worker] = 0
         elif lead > self.s_low + credit[worker] and clock == fastest_clock(clocks):
             credit[worker] = self._grant(worker, slowest_worker(clocks))
-        self.held[worker] = lead > self.s_low + credit[worker]
+        go = lead <= self.s_low + credit[worker]
+        self.held[worker] = not go
+        return go
 
     def _paper_grant(self, worker: int, slowest: int, clocks: Sequence[int]) -> bool:
         self.refused_at[worker] = clocks[slowest]

@@ -10,6 +10,10 @@ and lives here, so the simulator and the torch runtime enact the same rule in th
   held; those now admitted are returned (in that order) and are no longer held.
 * :meth:`Gate.admit` — may ``w`` start its next iteration now? If not, it is held until a later
   push releases it.
+* :meth:`Gate.push_admit` — both, for a push after which the worker goes on (not the run's final
+  update): the released workers, and :attr:`Gate.refused` tells whether ``w`` itself is now held.
+  With a scheme that declares ``admits_at_push`` (its ``on_push`` returns what ``may_start`` would
+  answer right after it), the answer is ``on_push``'s and ``may_start`` is not asked for ``w``.
 
 With a scheme that declares ``never_holds`` (:attr:`Gate.free`), an engine may skip both calls:
 every worker is admitted and no push releases anyone (the gate's clocks then stay unread). With
@@ -30,7 +34,8 @@ from lbsim.schemes.base import Clocks
 class Gate:
     """Every worker's clock and the workers an asynchronous scheme currently holds."""
 
-    __slots__ = ("scheme", "clocks", "held", "free", "_key_of", "_held_key", "_ticks", "_tick", "_on_push", "_may_start")
+    __slots__ = ("scheme", "clocks", "held", "free", "refused", "push_admit", "_key_of", "_held_key", "_ticks", "_tick",
+                 "_on_push", "_may_start")
 
     def __init__(self, scheme: Any, workers: int) -> None:
         self.scheme = scheme
@@ -42,6 +47,28 @@ class Gate:
         self._held_key: Any = None
         self._ticks = bool(getattr(scheme, "reads_clocks", True))  # False: the scheme never reads the clocks
         self._tick, self._on_push, self._may_start = self.clocks.tick, scheme.on_push, scheme.may_start
+        self.refused = False  # whether the worker of the last push_admit is held
+        self.push_admit = self._decided_push if getattr(scheme, "admits_at_push", False) else self._push_then_admit
+
+    def _push_then_admit(self, worker: int, time_s: float) -> list[int]:
+        """:meth:`push`, then :meth:`admit` (its answer in :attr:`refused`); returns the released workers."""
+        released = self.push(worker, time_s)
+        self.refused = not self.admit(worker)
+        return released
+
+    def _decided_push(self, worker: int, time_s: float) -> list[int]:
+        """:meth:`_push_then_admit` for a scheme whose ``on_push`` answers ``may_start`` for ``worker``."""
+        if self._ticks:
+            self._tick(worker)
+        clocks = self.clocks
+        go = self._on_push(worker, time_s, clocks)
+        released = self._reask(clocks) if self.held else []
+        if go:
+            self.refused = False
+        else:
+            self._hold(worker)
+            self.refused = True
+        return released
 
     def push(self, worker: int, time_s: float) -> list[int]:
         """A push of ``worker`` was applied at ``time_s``; returns the held workers it releases."""
@@ -51,6 +78,10 @@ class Gate:
         self._on_push(worker, time_s, clocks)
         if not self.held:
             return []
+        return self._reask(clocks)
+
+    def _reask(self, clocks: Clocks) -> list[int]:
+        """Ask every held worker again (unless the gate key says no answer can have changed); the released."""
         key = None
         if self._key_of is not None:
             key = self._key_of(clocks)
@@ -69,11 +100,15 @@ class Gate:
         """May ``worker`` start its next iteration now? If not, it is held (see :meth:`push`)."""
         if self._may_start(worker, self.clocks):
             return True
+        self._hold(worker)
+        return False
+
+    def _hold(self, worker: int) -> None:
+        """Hold ``worker`` (refused just now), keeping the gate key at which the held were all asked."""
         if self._key_of is not None:
             key = self._key_of(self.clocks)
             self._held_key = key if not self.held or self._held_key == key else None
         self.held.append(worker)
-        return False
 
     def release_all(self) -> list[int]:
         """Every held worker, in the order held (the run is over); none is held afterwards."""
