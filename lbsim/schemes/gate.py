@@ -57,16 +57,32 @@ class Gate:
         return released
 
     def _decided_push(self, worker: int, time_s: float) -> list[int]:
-        """:meth:`_push_then_admit` for a scheme whose ``on_push`` answers ``may_start`` for ``worker``."""
-        if self._ticks:
-            self._tick(worker)
+        """:meth:`_push_then_admit` for a scheme whose ``on_push`` answers ``may_start`` for ``worker``
+        (:meth:`push`'s re-ask, :meth:`admit`'s hold and :meth:`Clocks.tick` written out: this runs at
+        every push; tests/test_fast_ps.py holds it to push, then admit)."""
         clocks = self.clocks
+        if self._ticks:  # Clocks.tick
+            c = clocks[worker]
+            clocks[worker] = c + 1
+            if c == clocks.high:
+                clocks.high = c + 1
+            if c == clocks.low:
+                clocks.tick_low(c)
         go = self._on_push(worker, time_s, clocks)
-        released = self._reask(clocks) if self.held else []
+        held = self.held
+        key_of = self._key_of
+        if key_of is None:
+            released = self._reask(clocks) if held else []
+        else:
+            key = key_of(clocks)
+            released = self._reask(clocks) if held and key != self._held_key else []
+            if not go:  # _hold, with the key just computed (nothing has changed it)
+                held = self.held
+                self._held_key = key if not held or self._held_key == key else None
         if go:
             self.refused = False
         else:
-            self._hold(worker)
+            self.held.append(worker)
             self.refused = True
         return released
 
