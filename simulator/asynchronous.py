@@ -38,9 +38,9 @@ class AsyncDriver:
         self.held: dict[int, Any] = {}  # the event each held worker waits on
         self.procs = [env.process(self.worker(w)) for w in range(env.n)]
 
-    def _release(self, released: list[int]) -> None:
-        """A push was applied: release, in the order they were held, the workers the gate now admits."""
-        for v in released:
+    def _tick(self, w: int) -> None:
+        """Worker w's push was applied: release, in the order they were held, workers the gate now admits."""
+        for v in self.gate.push(w, self.env._now):
             self.held.pop(v).succeed()
 
     def _hold(self, w: int) -> Any:
@@ -81,12 +81,11 @@ class AsyncDriver:
             if numerics is not None:
                 assert read is not None and samples is not None  # both set whenever numerics are on
                 numerics.push(w, read, samples, env.now)
+            if not self.gate.free:  # a scheme that never holds anyone: the gate is not asked (Gate.free)
+                self._tick(w)
             final = env.stopped or not env.may_update()
-            gate = self.gate
-            if not gate.free:  # a scheme that never holds anyone: the gate is not asked (Gate.free)
-                self._release(gate.push(w, env._now) if final else gate.push_admit(w, env._now))
             if not final:
-                if not gate.free and gate.refused:
+                if not self.gate.free and not self.gate.admit(w):
                     yield self._hold(w)
                 pull_start = env.now
                 pulled_version = len(updates)

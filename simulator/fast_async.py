@@ -69,8 +69,7 @@ class FastAsync:
         run_end, progress = env.run_end, env._progress
         fraction, (final_updates, final_samples) = run_end.fraction, run_end.thresholds()
         add_update, add_row, flush = self.update_rows.append, self.rows.append, self._flush
-        gate = self.gate
-        gate_push, gate_push_admit, batch_of = gate.push, gate.push_admit, self.scheme.batch
+        gate_push, admit, batch_of = self.gate.push, self.gate.admit, self.scheme.batch
         gated = not self.gate.free  # a scheme that never holds anyone: the gate is not asked (Gate.free)
         push, pull, apply = server.push, server.pull, server.apply
         fifo, times, slot, parent_of = loop.fifo, loop.times, loop.slot, loop.parent_of
@@ -156,12 +155,11 @@ class FastAsync:
                     progress(fraction(made, applied, now))
                 if numerics is not None:
                     numerics.push(w, read, samples, now)  # type: ignore[arg-type]
-                final = made >= final_updates or applied >= final_samples  # the final update (RunEnd.reached)
-                if gated:  # the pusher's admission with its push, unless the run ends here
-                    admitted = gate_push(w, now) if final else gate_push_admit(w, now)
+                if gated:
+                    admitted = gate_push(w, now)
                     if admitted:  # held workers the gate now admits, in the order held (zero-delay events)
                         fifo.extend(admitted)
-                if final:  # no pull, cut here
+                if made >= final_updates or applied >= final_samples:  # the final update (RunEnd.reached): no pull, cut here
                     is_open = False
                     compute_s = compute_end - start
                     add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch,
@@ -169,7 +167,7 @@ class FastAsync:
                     raise Stopped(now)
                 if not made & _FLUSH_MASK:
                     flush()
-                if gated and gate.refused:
+                if gated and not admit(w):
                     now = yield now  # held: a later push releases it
                 pull_start = now
                 pulled_version = self.updates

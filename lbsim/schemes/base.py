@@ -279,7 +279,7 @@ class AsyncScheme(Protocol):
     #
     # Optional: ``admits_at_push: ClassVar[bool] = True`` declares that ``on_push`` returns what
     # ``may_start`` would answer for the pusher right after it (other held workers' answers cannot
-    # change it): an engine then takes that answer instead of asking (:meth:`Gate.push_admit`).
+    # change it): an engine then takes that answer instead of asking (:meth:`Gate.admit`).
     #
     # Optional: ``reads_clocks: ClassVar[bool] = False`` declares that ``on_push``, ``may_start`` and
     # ``gate_key`` never read ``clocks`` (ElasticBSP counts its own pushes): the gate then does not
@@ -404,16 +404,12 @@ class Clocks(list):  # type: ignore[type-arg]
         if c == self.high:  # c <= high always: the maximum grows iff w was at it
             self.high = c + 1
         if c == self.low:
-            self.tick_low(c)
-
-    def tick_low(self, c: int) -> None:
-        """A worker at the minimum ``c`` ticked (its clock is now ``c + 1``)."""
-        left = self._at_low - 1
-        if left:
-            self._at_low = left
-        else:  # it was the last at the minimum: every clock is now >= c + 1, its own among them
-            self.low = c + 1
-            self._at_low = self.count(c + 1)
+            left = self._at_low - 1
+            if left:
+                self._at_low = left
+            else:  # w was the last at the minimum: every clock is now >= c + 1, w's among them
+                self.low = c + 1
+                self._at_low = self.count(c + 1)
 
     def argmin(self) -> int:
         """A slowest worker: the lowest index among those with the smallest clock."""

@@ -10,10 +10,9 @@ and lives here, so the simulator and the torch runtime enact the same rule in th
   held; those now admitted are returned (in that order) and are no longer held.
 * :meth:`Gate.admit` — may ``w`` start its next iteration now? If not, it is held until a later
   push releases it.
-* :meth:`Gate.push_admit` — both, for a push after which the worker goes on (not the run's final
-  update): the released workers, and :attr:`Gate.refused` tells whether ``w`` itself is now held.
-  With a scheme that declares ``admits_at_push`` (its ``on_push`` returns what ``may_start`` would
-  answer right after it), the answer is ``on_push``'s and ``may_start`` is not asked for ``w``.
+  It is asked right after ``w``'s own push; with a scheme that declares ``admits_at_push`` (its
+  ``on_push`` returns what ``may_start`` would answer right after it), the answer is ``on_push``'s
+  and ``may_start`` is not asked.
 
 With a scheme that declares ``never_holds`` (:attr:`Gate.free`), an engine may skip both calls:
 every worker is admitted and no push releases anyone (the gate's clocks then stay unread). With
@@ -34,7 +33,7 @@ from lbsim.schemes.base import Clocks
 class Gate:
     """Every worker's clock and the workers an asynchronous scheme currently holds."""
 
-    __slots__ = ("scheme", "clocks", "held", "free", "refused", "push_admit", "_key_of", "_held_key", "_ticks", "_tick",
+    __slots__ = ("scheme", "clocks", "held", "free", "admit", "_go", "_key_of", "_held_key", "_ticks", "_tick",
                  "_on_push", "_may_start")
 
     def __init__(self, scheme: Any, workers: int) -> None:
@@ -47,57 +46,18 @@ class Gate:
         self._held_key: Any = None
         self._ticks = bool(getattr(scheme, "reads_clocks", True))  # False: the scheme never reads the clocks
         self._tick, self._on_push, self._may_start = self.clocks.tick, scheme.on_push, scheme.may_start
-        self.refused = False  # whether the worker of the last push_admit is held
-        self.push_admit = self._decided_push if getattr(scheme, "admits_at_push", False) else self._push_then_admit
-
-    def _push_then_admit(self, worker: int, time_s: float) -> list[int]:
-        """:meth:`push`, then :meth:`admit` (its answer in :attr:`refused`); returns the released workers."""
-        released = self.push(worker, time_s)
-        self.refused = not self.admit(worker)
-        return released
-
-    def _decided_push(self, worker: int, time_s: float) -> list[int]:
-        """:meth:`_push_then_admit` for a scheme whose ``on_push`` answers ``may_start`` for ``worker``
-        (:meth:`push`'s re-ask, :meth:`admit`'s hold and :meth:`Clocks.tick` written out: this runs at
-        every push; tests/test_fast_ps.py holds it to push, then admit)."""
-        clocks = self.clocks
-        if self._ticks:  # Clocks.tick
-            c = clocks[worker]
-            clocks[worker] = c + 1
-            if c == clocks.high:
-                clocks.high = c + 1
-            if c == clocks.low:
-                clocks.tick_low(c)
-        go = self._on_push(worker, time_s, clocks)
-        held = self.held
-        key_of = self._key_of
-        if key_of is None:
-            released = self._reask(clocks) if held else []
-        else:
-            key = key_of(clocks)
-            released = self._reask(clocks) if held and key != self._held_key else []
-            if not go:  # _hold, with the key just computed (nothing has changed it)
-                held = self.held
-                self._held_key = key if not held or self._held_key == key else None
-        if go:
-            self.refused = False
-        else:
-            self.held.append(worker)
-            self.refused = True
-        return released
+        self._go: Any = None  # what the scheme's on_push returned at the last push
+        # admit(worker): may ``worker`` start its next iteration now? If not, it is held (see push)
+        self.admit = self._admit_decided if getattr(scheme, "admits_at_push", False) else self._admit_asked
 
     def push(self, worker: int, time_s: float) -> list[int]:
         """A push of ``worker`` was applied at ``time_s``; returns the held workers it releases."""
         if self._ticks:
             self._tick(worker)
         clocks = self.clocks
-        self._on_push(worker, time_s, clocks)
+        self._go = self._on_push(worker, time_s, clocks)  # with admits_at_push: the pusher's answer
         if not self.held:
             return []
-        return self._reask(clocks)
-
-    def _reask(self, clocks: Clocks) -> list[int]:
-        """Ask every held worker again (unless the gate key says no answer can have changed); the released."""
         key = None
         if self._key_of is not None:
             key = self._key_of(clocks)
@@ -112,15 +72,26 @@ class Gate:
         self._held_key = key
         return released
 
-    def admit(self, worker: int) -> bool:
+    def _admit_asked(self, worker: int) -> bool:
         """May ``worker`` start its next iteration now? If not, it is held (see :meth:`push`)."""
         if self._may_start(worker, self.clocks):
+            return True
+        if self._key_of is not None:
+            key = self._key_of(self.clocks)
+            self._held_key = key if not self.held or self._held_key == key else None
+        self.held.append(worker)
+        return False
+
+    def _admit_decided(self, worker: int) -> bool:
+        """:meth:`_admit_asked` for a scheme that ``admits_at_push``: the answer its ``on_push`` gave."""
+        if self._go:
             return True
         self._hold(worker)
         return False
 
     def _hold(self, worker: int) -> None:
-        """Hold ``worker`` (refused just now), keeping the gate key at which the held were all asked."""
+        """Hold ``worker`` (refused just now), keeping the gate key at which the held were all asked
+        (:meth:`_admit_asked`'s hold)."""
         if self._key_of is not None:
             key = self._key_of(self.clocks)
             self._held_key = key if not self.held or self._held_key == key else None
