@@ -25,6 +25,7 @@ counted.
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from pathlib import Path
@@ -76,9 +77,11 @@ def count_events(sc) -> int:  # type: ignore[no-untyped-def]
     return n[0]
 
 
-def bare_simpy_loop(events: int, processes: int) -> float:
+def bare_simpy_loop(events: int, processes: int, gc_off: bool = False) -> float:
     """The baseline: ``processes`` SimPy processes that only wait on timeouts, ``events`` events in
-    all (one per timeout, plus each process's start); returns the wall seconds of ``env.run()``."""
+    all (one per timeout, plus each process's start); returns the wall seconds of ``env.run()``.
+    ``gc_off``: with Python's cyclic garbage collector suspended for the run, as the
+    parameter-server fast path does (``gc.disable``, restored afterwards): the same setting for both."""
     env = simpy.Environment()
     per, extra = divmod(max(0, events - processes), processes)
 
@@ -89,9 +92,16 @@ def bare_simpy_loop(events: int, processes: int) -> float:
 
     for i in range(processes):
         env.process(proc(i, per + (1 if i < extra else 0)))
-    t0 = time.perf_counter()
-    env.run()
-    return time.perf_counter() - t0
+    collecting = gc.isenabled()
+    if gc_off:
+        gc.disable()
+    try:
+        t0 = time.perf_counter()
+        env.run()
+        return time.perf_counter() - t0
+    finally:
+        if gc_off and collecting:
+            gc.enable()
 
 
 def _record(benchmark, result) -> None:  # type: ignore[no-untyped-def]
@@ -153,20 +163,26 @@ def test_async_event_rate_vs_bare_simpy(benchmark, scheme: str, workers: int) ->
     ``simulate`` takes the parameter-server fast path, which needs fewer, so "our event rate" is
     those events over our time. Each round runs the bare loop, then the simulation (alternating,
     so both see the same machine load); both are timed in wall seconds and in this process's CPU
-    seconds (the CPU figures are immune to other processes on a shared machine). The benchmark's
-    own timing covers one round (both); ``extra_info`` holds the medians and the ratios bare / ours
+    seconds (the CPU figures are immune to other processes on a shared machine). The bare loop runs
+    twice per round: as users run it (cyclic GC on) and with the GC suspended as the fast path
+    suspends it (``ratio_to_bare_gc_off``: the same GC setting on both sides). The benchmark's own
+    timing covers one round (all three); ``extra_info`` holds the medians and the ratios bare / ours
     (target: >= 2), also of the CPU times and of the fastest rounds, and the event path's ratio
     (``simulate(sc, fast=False)``, timed once after the rounds).
     """
     updates = max(10, 60_000 // workers) if scheme == "wbsp" else 60_000
     sc = scenario(scheme, workers, updates)
     events = count_events(sc)
-    times: dict[str, list[float]] = {"bare_wall": [], "bare_cpu": [], "ours_wall": [], "ours_cpu": []}
+    times: dict[str, list[float]] = {"bare_wall": [], "bare_cpu": [], "bare_gc_off_wall": [], "bare_gc_off_cpu": [],
+                                     "ours_wall": [], "ours_cpu": []}
 
     def one_round():  # type: ignore[no-untyped-def]
         c0 = time.process_time()
         times["bare_wall"].append(bare_simpy_loop(events, workers))
         times["bare_cpu"].append(time.process_time() - c0)
+        c0 = time.process_time()
+        times["bare_gc_off_wall"].append(bare_simpy_loop(events, workers, gc_off=True))
+        times["bare_gc_off_cpu"].append(time.process_time() - c0)
         c0, t0 = time.process_time(), time.perf_counter()
         res = simulate(sc)
         times["ours_wall"].append(time.perf_counter() - t0)
@@ -185,6 +201,9 @@ def test_async_event_rate_vs_bare_simpy(benchmark, scheme: str, workers: int) ->
         events_per_s=round(events / med["ours_wall"]), bare_events_per_s=round(events / med["bare_wall"]),
         ratio_to_bare=round(med["bare_wall"] / med["ours_wall"], 3),
         ratio_to_bare_cpu=round(med["bare_cpu"] / med["ours_cpu"], 3), target_ratio=2.0,
+        # against the bare loop with the collector suspended as the fast path suspends it (same GC setting)
+        ratio_to_bare_gc_off=round(med["bare_gc_off_wall"] / med["ours_wall"], 3),
+        ratio_to_bare_gc_off_cpu=round(med["bare_gc_off_cpu"] / med["ours_cpu"], 3),
         event_path_ratio_to_bare_cpu=round(med["bare_cpu"] / event_cpu, 3),
         # best of the rounds: the least disturbed by other processes on a shared machine
         ratio_to_bare_best=round(min(times["bare_wall"]) / min(times["ours_wall"]), 3),
