@@ -27,9 +27,15 @@ window is reached: when all times below its ``min`` have been popped, each curso
 worker's first time ``>= min``, which is ``<=`` the window's max. The pop order is the global order
 of all ``n*R`` times, so ``min`` and ``hi`` never decrease from one set to the next.
 
-Cost: ``O(n R log n)`` time (at most ``n*R`` pops/pushes on a heap of ``n``), ``O(n)`` extra space,
-plus ``O(n R)`` to convert the matrix to Python lists once (per-step numpy scalars are slow). The
-paper's ZipLine is ``O(R n^2)``; its ZipLineOpt / ZipLineOptBS are ``O(R n log n)`` like this one.
+The heap's pops are a k-way merge: the ``k``-th pop is the ``k``-th of all ``n*R`` triples
+``(time, worker, j)`` in sorted order, which is a stable sort of the flattened matrix (row-major:
+equal times in worker, then cursor order). :func:`zipline` computes the sets from that order in
+numpy instead of popping: set ``k``'s min is the ``k``-th time, its max the running maximum of the
+first times and of the next time of each worker popped before ``k``, up to and including the first
+pop of a worker's last time; the record is the first set of smallest ``fl(max - min)``.
+
+Cost: ``O(n R log(n R))`` time and ``O(n R)`` space, in C (a sort and a few array passes). The
+paper's ZipLine is ``O(R n^2)``; its ZipLineOpt / ZipLineOptBS are ``O(R n log n)``.
 :func:`zipline_bruteforce` enumerates all ``R**n`` choices (for tests only).
 
 Tie rule ("earliest set")
@@ -42,18 +48,16 @@ same window ``[min, max]`` differ only in workers with several times inside it; 
 takes its earliest one, ``j_p = first j with e[p][j] >= min`` -- equivalently, the lexicographically
 smallest index tuple. In key form, the choice minimises ``(range, max, min, indices)``.
 
-The heap meets this rule because sets are visited with non-decreasing ``min`` and ``max`` and only a
+The heap (and so :func:`zipline`) meets this rule because sets are visited with non-decreasing ``min`` and ``max`` and only a
 strictly better range replaces the record: the first optimal set visited is the earliest window, and
 at that moment each cursor is the first index ``>= min`` (no time equal to ``min`` has been popped yet,
 else an equal-range set with the same window would have been visited before). The indices are
-therefore rebuilt from the recorded ``min`` by bisection, and the brute force applies the key above.
+therefore rebuilt from the recorded ``min`` (the times below it, counted per row), and the brute force applies the key above.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -122,35 +126,26 @@ def _choice(rows: list[list[float]], indices: list[int]) -> ZipLineChoice:
 
 
 def zipline(ends: np.ndarray) -> ZipLineChoice:
-    """Heap with one cursor per worker: O(n R log n). ends: (n, R), each row sorted ascending.
+    """The heap's sets, carried out in numpy: O(n R log(n R)). ends: (n, R), each row sorted ascending.
 
     Returns the choice with the smallest range, ties to the earliest set (module docstring).
     Raises ValueError unless ``ends`` is a finite 2-D array with n >= 1, R >= 1 and sorted rows.
     """
     arr = _validated(ends)
-    r = arr.shape[1]
-    rows: list[list[float]] = arr.tolist()
-    last = r - 1
-    heap = [(row[0], p, 0) for p, row in enumerate(rows)]  # (time, worker, cursor j): ties pop the lower worker
-    heapq.heapify(heap)
-    hi = max(row[0] for row in rows)
-    best_lo = heap[0][0]
-    best = hi - best_lo
-    replace = heapq.heapreplace
-    while best > 0.0:  # a range of 0 cannot be beaten, and strict < keeps the first
-        lo, p, j = heap[0]
-        if hi - lo < best:
-            best = hi - lo
-            best_lo = lo
-        if j == last:  # the popped worker has no next time: no later set contains it
-            break
-        j += 1
-        v = rows[p][j]
-        if v > hi:
-            hi = v
-        replace(heap, (v, p, j))  # pop the minimum, push that worker's next time
+    n, r = arr.shape
+    flat = arr.ravel()
+    order = np.argsort(flat, kind="stable")  # the heap's pop order: by time, then worker, then cursor
+    stop = int(np.argmax(order % r == r - 1))  # the first pop of a worker's last time (every row has one)
+    pops = order[: stop + 1]
+    lo = flat[pops]  # each set's min
+    # each set's max: the first times' max, raised by every next time pushed so far
+    hi = np.maximum.accumulate(np.concatenate((arr[:, :1].max(axis=0), flat[pops[:-1] + 1])))
+    best_lo = lo[int(np.argmin(hi - lo))]  # the first smallest range (a later equal one never replaces it)
     # the first optimal set has each cursor on the worker's first time >= its min (module docstring)
-    return _choice(rows, [bisect_left(row, best_lo) for row in rows])
+    indices = np.count_nonzero(arr < best_lo, axis=1)
+    times: list[float] = arr[np.arange(n), indices].tolist()
+    top, bottom = max(times), min(times)
+    return ZipLineChoice(indices=tuple(indices.tolist()), times=tuple(times), barrier_s=top, range_s=top - bottom)
 
 
 def zipline_bruteforce(ends: np.ndarray) -> ZipLineChoice:
