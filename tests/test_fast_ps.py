@@ -391,6 +391,7 @@ def test_dssp_answers_at_its_push_as_asked_after(n, rule, picks, speeds) -> None
     assert fused.admit == fused._admit_decided
     held: set[int] = set()
     t = [0.0] * n
+    pushes = [0] * n
     for pick in picks:
         w = pick % n
         if w in held:
@@ -404,5 +405,7 @@ def test_dssp_answers_at_its_push_as_asked_after(n, rule, picks, speeds) -> None
         if not go:
             held.add(w)
         assert fused.held == asked.held
+        pushes[w] += 1  # the gate's clocks (Clocks.tick, written out in Gate.push) count every push
+        assert list(fused.clocks) == pushes and (fused.clocks.low, fused.clocks.high) == (min(pushes), max(pushes))
     assert fused.scheme.diagnostics() == asked.scheme.diagnostics()
     assert fused.scheme.credit == asked.scheme.credit

@@ -404,12 +404,16 @@ class Clocks(list):  # type: ignore[type-arg]
         if c == self.high:  # c <= high always: the maximum grows iff w was at it
             self.high = c + 1
         if c == self.low:
-            left = self._at_low - 1
-            if left:
-                self._at_low = left
-            else:  # w was the last at the minimum: every clock is now >= c + 1, w's among them
-                self.low = c + 1
-                self._at_low = self.count(c + 1)
+            self.tick_low(c)
+
+    def tick_low(self, c: int) -> None:
+        """A worker at the minimum ``c`` ticked (its clock is now ``c + 1``)."""
+        left = self._at_low - 1
+        if left:
+            self._at_low = left
+        else:  # it was the last at the minimum: every clock is now >= c + 1, its own among them
+            self.low = c + 1
+            self._at_low = self.count(c + 1)
 
     def argmin(self) -> int:
         """A slowest worker: the lowest index among those with the smallest clock."""
