@@ -10,10 +10,10 @@ synthetic token sequences whose lengths are the shipped Azure conversation lengt
 ``--slow-ranks`` of the ``--world`` ranks (by default ranks 2 and 3 of 4) are slowed ``SLOWDOWN`` x for
 the whole run (the library's emulated contention, :mod:`lbsim.runtime.ddp.inject`): fast and slow
 "GPUs". Three arms, the same samples in the same order (the epoch permutation of seed 0), ``--steps``
-steps of global batch ``B``, run ``--repeats`` times with the arms' order rotated each repeat (so no
+steps of global batch ``B`` (``--batch``, default 32), run ``--repeats`` times with the arms' order rotated each repeat (so no
 arm always runs first or last on a machine whose load drifts):
 
-* ``bucketing``: each step's samples sorted by length, B/4 consecutive ones per rank, plain DDP;
+* ``bucketing``: each step's samples sorted by length, B/world consecutive ones per rank, plain DDP;
 * ``lbbsp count``: :class:`lbsim.runtime.ddp.LoadBalancer` (gpu_model, lag 0, a decision per step);
 * ``lbbsp cost``: the same with ``lengths=`` (the step's samples partitioned by predicted cost).
 
@@ -44,7 +44,7 @@ import torch.multiprocessing as mp
 
 REPO = Path(__file__).resolve().parents[1]
 LENGTHS_FILE = REPO / "data" / "token_lengths" / "azure_conv_2023.csv"
-B, SCALE, CAP, D, V, SLOWDOWN = 32, 8, 768, 48, 64, 2.5
+SCALE, CAP, D, V, SLOWDOWN = 8, 768, 48, 64, 2.5
 N = 2000  # dataset size (samples drawn from the shipped lengths)
 ARMS = ("bucketing", "lbbsp count", "lbbsp cost")
 
@@ -127,7 +127,8 @@ def shared_fit(fits: list[dict[str, float]], ref: float) -> dict[str, float]:
     return out
 
 
-def _rank(rank: int, rendezvous: str, out: str, steps: int, world: int, slow_ranks: int, repeats: int) -> None:
+def _rank(rank: int, rendezvous: str, out: str, steps: int, world: int, slow_ranks: int, repeats: int,
+          B: int) -> None:  # noqa: N803 (the global batch's name in the docs)
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -205,7 +206,8 @@ def _rank(rank: int, rendezvous: str, out: str, steps: int, world: int, slow_ran
     dist.destroy_process_group()
 
 
-def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path, world: int, slow_ranks: int) -> dict[str, float]:
+def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path, world: int, slow_ranks: int,
+             B: int) -> dict[str, float]:  # noqa: N803
     """The simulator's mean iteration time of each arm, from the fitted figures."""
     import yaml
 
@@ -221,7 +223,7 @@ def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path, wor
     scenario = {
         "name": "seqlen_runtime", "seed": 0,
         "workload": {"model": "resnet50_imagenet", "global_batch": B, "updates": steps, "gradient_bytes": grad_bytes,
-                     "sample_cost": {"lengths": {"name": "file", "path": str(lfile)}, "cost_linear": fit["a"],
+                     "sample_cost": {"lengths": {"name": "file", "path": str(lfile.resolve())}, "cost_linear": fit["a"],
                                      "cost_quadratic": fit["b"], "cost_per_sample": fit["c0"],
                                      "reference_tokens": fit["ref"]}},
         "cluster": {"groups": [{**group, "count": world - slow_ranks, "samples_per_s": speed},
@@ -247,24 +249,28 @@ def main() -> None:
     ap.add_argument("--world", type=int, default=4, help="gloo ranks (3-4: the issue's runtime check)")
     ap.add_argument("--slow-ranks", type=int, default=None, help=f"the last ranks slowed {SLOWDOWN}x (default: half)")
     ap.add_argument("--repeats", type=int, default=1, help="each arm this many times, the arms' order rotated")
+    ap.add_argument("--batch", type=int, default=32, help="global batch B (samples per step, all ranks)")
     ap.add_argument("--out", default="runs/seqlen_runtime.json")
     args = ap.parse_args()
     slow_ranks = args.world // 2 if args.slow_ranks is None else args.slow_ranks
-    if not (2 <= args.world <= 8 and 1 <= slow_ranks < args.world and 1 <= args.repeats <= 20 and 3 <= args.steps <= 60):
-        ap.error("expected 2 <= --world <= 8, 1 <= --slow-ranks < --world, 1 <= --repeats <= 20, 3 <= --steps <= 60")
+    if not (2 <= args.world <= 8 and 1 <= slow_ranks < args.world and 1 <= args.repeats <= 20 and 3 <= args.steps <= 60
+            and args.world <= args.batch <= 256 and args.steps * args.batch <= N):
+        ap.error(f"expected 2 <= --world <= 8, 1 <= --slow-ranks < --world, 1 <= --repeats <= 20, 3 <= --steps <= 60, "
+                 f"--world <= --batch <= 256 and --steps x --batch <= {N} (the dataset)")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         mp.start_processes(_rank, args=(str(Path(tmp) / "rendezvous"), str(out), args.steps, args.world, slow_ranks,
-                                        args.repeats), nprocs=args.world, start_method="spawn")
+                                        args.repeats, args.batch), nprocs=args.world, start_method="spawn")
     real = json.loads(out.read_text())
     fit = real["fit"]
-    sim = simulate(fit, real["comm_s"], args.steps, out.parent, args.world, slow_ranks)
+    sim = simulate(fit, real["comm_s"], args.steps, out.parent, args.world, slow_ranks, args.batch)
     print(f"fit: c(L) = {fit['c0'] * 1e3:.3f} ms + {fit['a'] * 1e6:.3f} us L + {fit['b'] * 1e9:.3f} ns L^2; "
           f"step fixed {fit['t0_s'] * 1e3:.2f} ms; all-reduce {real['comm_s'] * 1e3:.2f} ms; L_ref {fit['ref']:.1f}")
     rows = {}
-    print(f"{args.world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; {args.repeats} repeat(s), arms rotated")
+    print(f"{args.world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {args.batch}; "
+          f"{args.repeats} repeat(s), arms rotated")
     for arm in ARMS:
         means = []
         for per_rank in real[arm]:  # one repeat
