@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.multiprocessing as mp
+from scipy.optimize import nnls
 
 REPO = Path(__file__).resolve().parents[1]
 LENGTHS_FILE = REPO / "data" / "token_lengths" / "azure_conv_2023.csv"
@@ -108,7 +109,9 @@ def fit_sample_cost() -> dict[str, float]:
                 xs.append(L - 1)
                 ts.append(dt)
     X = np.array(xs, dtype=np.float64)
-    c0, a, b = np.linalg.lstsq(np.stack([np.ones_like(X), X, X * X], 1), np.array(ts), rcond=None)[0]
+    # non-negative least squares: a cost term cannot be negative, and clipping an unconstrained fit's
+    # negative term afterwards would leave the others fitted for it (biased low in mid-range lengths)
+    c0, a, b = nnls(np.stack([np.ones_like(X), X, X * X], 1), np.array(ts))[0]
     fixed = []
     for _ in range(20):
         t = time.perf_counter()
