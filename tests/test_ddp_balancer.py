@@ -126,7 +126,7 @@ def _noise(per_sample: list[list[float]]) -> float:
     in seconds per sample against their true 3 ms (9 ms for the slowed rank): how far the speeds the
     balancer saw were from the true ones, relative to each other (0 on an ideal machine)."""
     true = (PER_SAMPLE_S, PER_SAMPLE_S, 3 * PER_SAMPLE_S)
-    spreads = [max(e) - min(e) for e in ([p / t - 1 for p, t in zip(row, true)] for row in per_sample[1:])]
+    spreads = [max(e) - min(e) for e in ([p / t - 1 for p, t in zip(row, true, strict=True)] for row in per_sample[1:])]
     return max(spreads, default=0.0)
 
 

@@ -198,7 +198,7 @@ def test_gzip_blocks_form_one_member_whatever_the_pieces() -> None:
     def gz(cuts: list[int], block: int) -> bytes:
         out = io.BytesIO()
         sink = _Sink(out, True, block_bytes=block)
-        for lo, hi in zip([0, *cuts], [*cuts, len(text)]):
+        for lo, hi in zip([0, *cuts], [*cuts, len(text)], strict=True):
             sink.write(text[lo:hi])
         sink.close()
         return out.getvalue()
@@ -226,7 +226,7 @@ def test_slowdown_counters_lockstep_equal_row_by_row(rows: list[tuple[int, float
     lengths = np.diff(np.append(starts, len(rows)))
     by_rows, side = dict(last), dict(last)
     want = np.zeros(len(rows), dtype=bool)
-    for lo, n in zip(starts.tolist(), lengths.tolist()):  # one worker at a time: row by row
+    for lo, n in zip(starts.tolist(), lengths.tolist(), strict=True):  # one worker at a time: row by row
         want[lo:lo + n] = trace._slowdown_emits(workers[lo:lo + n], values[lo:lo + n], by_rows)
     got = trace._slowdown_lockstep(workers, values, side, starts, lengths) if len(rows) else want
     assert np.array_equal(got, want) and side == by_rows
