@@ -3,7 +3,8 @@
 Two epochs with LB-BSP and rank 2 slowed 3x (the runtime's emulated contention): every epoch
 trains on all 1,438 training samples (each once), LB-BSP gives the slowed rank the smallest batch,
 and the CNN learns (test accuracy above 0.8 after the second epoch; chance is 0.1). Plain DDP mode
-runs too (one epoch) and takes equal batches. On a GPU machine (skipped elsewhere): three ranks
+runs as the README's `torchrun ... --mode ddp --record runs/digits_job` line, in
+tests/test_docs_commands.py (one epoch of equal batches, recorded). On a GPU machine (skipped elsewhere): three ranks
 sharing the GPU over gloo with the ``gpu_model`` variant, and one NCCL rank.
 """
 
@@ -37,12 +38,6 @@ def test_example_lbbsp_under_torchrun(tmp_path: Path) -> None:
     last = lines[-1]["batches"]
     assert last[2] < min(last[0], last[1])  # type: ignore[index]
     assert lines[-1]["test_accuracy"] > 0.8  # type: ignore[operator]
-
-
-def test_example_plain_ddp_under_torchrun(tmp_path: Path) -> None:
-    lines = _run(tmp_path, "--mode", "ddp", "--epochs", "1", "--device", "cpu")
-    assert lines[0]["batches"] == [32.0, 32.0, 32.0] and lines[0]["samples"] == 1344
-    assert lines[0]["device"] == "cpu" and lines[0]["backend"] == "gloo"
 
 
 GPUS = int(torch.cuda.device_count()) if torch.cuda.is_available() else 0

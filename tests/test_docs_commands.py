@@ -49,6 +49,8 @@ README_BOUNDS = {
     "lbsim validate scenarios/validation/cpu4.yaml": " --set workload.updates=6 --set numerics.hidden=256",
     # 6 updates, 2 per worker: the test reads which schemes were validated, not how close they came
     "lbsim validate scenarios/validation/ps_cpu3.yaml": " --set workload.updates=6 --set numerics.hidden=256",
+    # one epoch of 14 steps instead of 3: the same recording and replay, a third of the job
+    "torchrun --nproc-per-node=3 examples/ddp_digits.py": " --epochs 1",
 }
 TUTORIAL_BOUNDS = {"lbsim sweep scenarios/sweeps/stragglers.yaml": " --set workload.time_budget_s=5"}
 REPLACED = {" --repeats 3": " --repeats 2"}  # the repeats' median and spread, from two whole validations
@@ -156,7 +158,7 @@ def test_the_readme_commands_from_a_fresh_clone(docs_runs: dict[str, object]) ->
     # lbsim train, then torchrun ... lbsim train into the same default folder: both kept, both tables shown
     assert (runs / "cpu4" / "runtime" / "lbbsp" / "summary.json").is_file()
     assert json.loads((runs / "cpu4" / "runtime" / "lbbsp-2" / "summary.json").read_text())["engine"] == "runtime"
-    torchrun = next(v for k, v in text.items() if "torch.distributed.run" in k)
+    torchrun = next(v for k, v in text.items() if "torch.distributed.run" in k and "lbsim train" in k)
     assert "samples/s" in torchrun[0] and "runs/cpu4/runtime/lbbsp/ holds an earlier run, kept" in torchrun[1]
     assert (runs / "cpu4" / "validate" / "validation.json").is_file()
     assert set(json.loads((runs / "ps_cpu3" / "validate" / "validation.json").read_text())["schemes"]) == \
@@ -165,6 +167,16 @@ def test_the_readme_commands_from_a_fresh_clone(docs_runs: dict[str, object]) ->
     assert (runs / "cal" / "fit.yaml").is_file() and (runs / "cal" / "predictions.csv").is_file()
     assert {r["scheme"] for r in _rows(runs / "lbbsp_gpu" / "compare" / "compare.csv")} == {"bsp", "lbbsp", "asp", "ssp"}  # + the baseline
     assert any((runs / "profile-model").rglob("*.json"))
+    # your own DDP job, recorded by torchrun, then replayed: every scheme priced against one baseline
+    job = runs / "digits_job"  # examples/ddp_digits.py --mode ddp: plain DDP, one epoch (bounded) of equal batches
+    assert json.loads((job / "job.json").read_text())["scheme"] == {"name": "bsp"}
+    shards = [_rows(job / f"rank-{r:05d}.csv") for r in range(3)]
+    assert all([(row["step"], row["samples"], row["device"]) for row in shard] ==
+               [(str(k), "32", "cpu") for k in range(14)] for shard in shards)  # 1,344 samples: 14 steps of 3 x 32
+    whatif = json.loads((job / "whatif" / "whatif.json").read_text())
+    assert {"bsp", "asp", "lbbsp_library"} <= {row["scheme"] for row in whatif["schemes"]}
+    assert [r["scheme"] for r in _rows(runs / "seqlen_mixed" / "compare" / "compare.csv")] == ["bsp", "bucketing", "lbbsp"]
+    assert (runs / "nccl_a100" / "predictions.csv").is_file() and (runs / "nccl_a100" / "scenario.yaml").is_file()
     schemes = next(v for k, v in text.items() if k.endswith("lbsim schemes"))[0]
     assert all(name in schemes for name in ("bsp", "asp", "ssp", "lbbsp", "wbsp", "loft"))
     catalog = next(v for k, v in text.items() if "lbsim catalog" in k)[0]
