@@ -13,7 +13,8 @@ from lbsim.cli import main
 from lbsim.recording.synthetic import synthetic_recording
 from lbsim.recording.writer import write_recording
 from lbsim.scenario.loader import load_scenario
-from lbsim.whatif.run import whatif
+from lbsim.schemes.registry import scheme_names
+from lbsim.whatif.run import default_schemes, whatif
 
 JOB = {"ranks": 3, "steps": 80, "samples": 32, "compute_s": 0.05, "comm_s": 0.01, "noise_cv": 0.03, "seed": 5}
 SLOW = {1: (1.5, 3.0, 3.0)}  # rank 1, 3x slower from 1.5 s to 3 s
@@ -109,3 +110,9 @@ def test_a_generic_csv_is_replayed_as_its_stated_scheme(tmp_path: Path) -> None:
     assert report["job"]["scheme"] == {"name": "static"} and report["replay"]["within_5_percent"]
     assert main(["whatif", str(tmp_path / "steps.csv"), "--scheme", "nope", "--out", str(tmp_path / "o2"), "-q"]) == 2
     assert not (tmp_path / "o2").exists()
+
+
+def test_the_default_schemes_leave_out_those_a_recording_cannot_tell_from_bsp() -> None:
+    # a recorded job has no sample-cost model: length bucketing would be BSP again under another name
+    assert "bucketing" in scheme_names() and "bucketing" not in default_schemes()
+    assert set(scheme_names()) - set(default_schemes()) == {"bucketing"}

@@ -38,7 +38,7 @@ from lbsim.scenario.loader import dump_scenario, scenario_data, scenario_from_da
 from lbsim.scenario.resolve import resolve_run
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
-from lbsim.schemes.registry import needs_sample_cost
+from lbsim.schemes.registry import not_applicable
 from lbsim.workers import WorkerSpec
 
 ALLREDUCE = "all-reduce"
@@ -194,9 +194,8 @@ def make_plan(base: dict[str, Any], schemes: Sequence[str], variants: Sequence[V
         raise InputError("--seeds", f"{len(schemes)} schemes x {len(variants)} variants x {len(seeds)} seeds = "
                                     f"{len(schemes) * len(variants) * len(seeds)} runs, more than the bound of {max_runs}")
     base_scenario = scenario_from_data(data)
-    skipped: dict[str, str] = {s: f"{s} differs from BSP only when samples differ in cost; the scenario has no "
-                                  "workload.sample_cost" for s in schemes if needs_sample_cost(s)
-                               and base_scenario.workload.sample_cost is None}
+    has_cost = base_scenario.workload.sample_cost is not None
+    skipped: dict[str, str] = {s: why for s in schemes if (why := not_applicable(s, sample_cost=has_cost)) is not None}
     scenarios: dict[tuple[str, int], Scenario] = {}
     ceilings: dict[int, float] = {}
     families: dict[str, str] = {}

@@ -74,9 +74,18 @@ def needs_sample_cost(name: str) -> bool:
     """Does scheme ``name`` only differ from BSP when samples differ in cost (``workload.sample_cost``)?
 
     A scheme declares it with ``needs_sample_cost: ClassVar[bool] = True`` (length bucketing: without
-    lengths its buckets are BSP's equal split); a comparison without a sample-cost model skips it.
+    lengths its buckets are BSP's equal split).
     """
     return bool(getattr(scheme_class(name), "needs_sample_cost", False))
+
+
+def not_applicable(name: str, *, sample_cost: bool) -> str | None:
+    """Why scheme ``name`` would only repeat BSP on a scenario with (or without) a sample-cost model;
+    ``None`` where it applies. The front doors that run every scheme (advise, whatif) leave such a
+    scheme out of their defaults."""
+    if needs_sample_cost(name) and not sample_cost:
+        return f"{name} differs from BSP only when samples differ in cost; the scenario has no workload.sample_cost"
+    return None
 
 
 def needs_parameter_server(config: Any) -> bool:

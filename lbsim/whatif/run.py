@@ -36,7 +36,7 @@ from lbsim import lifecycle
 from lbsim.errors import InputError
 from lbsim.recording import read_recording
 from lbsim.run_folder import staged_run
-from lbsim.schemes.registry import BASELINE_SCHEME, scheme_names
+from lbsim.schemes.registry import BASELINE_SCHEME, not_applicable, scheme_names
 from lbsim.stats.intervals import Estimate
 from lbsim.whatif.attribution import attribute
 from lbsim.whatif.fit import fit_recording
@@ -52,9 +52,10 @@ BOOTSTRAP_SEED = 20_261_127
 
 
 def default_schemes() -> tuple[str, ...]:
-    """Every registered scheme (LOFT without a ``data:`` section, which a recording has not, sizes batches
-    as LB-BSP's ``gpu_model`` and keeps its robust aggregation)."""
-    return tuple(scheme_names())
+    """Every registered scheme that applies to a recording (LOFT without a ``data:`` section, which a
+    recording has not, sizes batches as LB-BSP's ``gpu_model`` and keeps its robust aggregation; a
+    recorded job has no sample-cost model, so a scheme that would only repeat BSP without one is left out)."""
+    return tuple(n for n in scheme_names() if not_applicable(n, sample_cost=False) is None)
 
 
 def block_resample(steps: int, rng: np.random.Generator, block: int) -> np.ndarray:
