@@ -1,10 +1,14 @@
 """Start one process per worker on this machine, watch them, and name the rank that failed.
 
-:func:`launch` spawns the ranks with ``torch.multiprocessing`` (start method ``spawn``), a free TCP
-port on 127.0.0.1 for the rendezvous, and waits. Each rank reports its progress (rounds done) in
-shared memory and, if it fails, writes a report (its exception, whether it came from a collective,
-its round) to a private status directory. When anything goes wrong the launcher waits a few seconds
-for the others' reports, stops the survivors and names the culprit:
+:func:`launch` starts the ranks with ``torch.multiprocessing`` and a rendezvous file in a private
+directory, and waits. Ranks are forked from a *fork server* that has imported torch once (start
+method ``forkserver``, preloading :data:`PRELOAD`), so a rank does not pay torch's import (seconds of
+CPU) each time; where ``forkserver`` is not offered, they start with ``spawn``. Either way a rank
+starts from a process that ran no torch code (no thread pools, no CUDA), and sets its environment,
+allocator and thread counts itself (:mod:`lbsim.runtime.rank_start`). Each rank reports its progress
+(rounds done) in shared memory and, if it fails, writes a report (its exception, whether it came
+from a collective, its round) to a private status directory. When anything goes wrong the launcher
+waits a few seconds for the others' reports, stops the survivors and names the culprit:
 
 1. the rank whose *own* code failed first (not a collective that broke because of a peer);
 2. else a rank that died without a report (killed, segfault, ``os._exit``) — its exit code;
@@ -21,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pickle
 import shutil
 import signal
 import tempfile
@@ -31,8 +36,9 @@ from typing import Any
 
 from lbsim.metrics.writers import write_json
 
+from .rank_start import rank_entry
 from .records import salvage
-from .worker import Job, spawn_entry
+from .worker import Job
 
 GRACE_S = 3.0  # after the first failure, time for the other ranks' reports
 
@@ -45,17 +51,44 @@ class RuntimeFailure(RuntimeError):
         self.rank = rank
 
 
-def launch(job: Job, nproc: int, *, progress: Any = None) -> None:
-    """Run ``job`` on ``nproc`` local ranks; raises :class:`RuntimeFailure` naming the failed rank."""
+# What the fork server imports before it forks ranks: third-party modules only. lbsim itself is
+# imported by each rank, so that settings read at import (LBSIM_SCHEME_MODULES) are the launcher's.
+PRELOAD = ("torch", "torch.distributed", "numpy", "yaml")
+START_METHODS = ("forkserver", "spawn")
+
+
+def start_method(requested: str | None = None) -> str:
+    """``requested``, else ``forkserver`` where this platform offers it, else ``spawn``."""
+    import multiprocessing
+
+    offered = multiprocessing.get_all_start_methods()
+    if requested is not None:
+        if requested not in START_METHODS or requested not in offered:
+            raise ValueError(f"start method {requested!r}: expected one of {[m for m in START_METHODS if m in offered]}")
+        return requested
+    return "forkserver" if "forkserver" in offered else "spawn"
+
+
+def launch(job: Job, nproc: int, *, progress: Any = None, method: str | None = None) -> None:
+    """Run ``job`` on ``nproc`` local ranks; raises :class:`RuntimeFailure` naming the failed rank.
+
+    ``method``: how ranks start (:func:`start_method`; default ``forkserver`` where offered).
+    """
     import torch.multiprocessing as mp
 
-    ctx = mp.get_context("spawn")
+    how = start_method(method)
+    ctx: Any = mp.get_context(how)
+    if how == "forkserver":  # effective when this process starts its fork server (first launch)
+        ctx.set_forkserver_preload(list(PRELOAD))
     shared = ctx.Array("d", nproc + 1, lock=False)
     status = Path(tempfile.mkdtemp(prefix="lbsim-runtime-"))
-    procs = [ctx.Process(target=spawn_entry, args=(r, nproc, job, shared, str(status)), name=f"lbsim-rank{r}")
-             for r in range(nproc)]
+    procs: list[Any] = []
     try:
         with _rank_environment():
+            env = dict(os.environ)  # a forked rank takes the launcher's environment of now, not the server's
+            payload = pickle.dumps(job)  # unpickled by the rank after it has taken the environment
+            procs += [ctx.Process(target=rank_entry, args=(r, nproc, payload, shared, str(status), how, env),
+                                 name=f"lbsim-rank{r}") for r in range(nproc)]
             for p in procs:
                 p.start()
         _watch(procs, shared, status, job, progress)

@@ -8,12 +8,18 @@ the end of their run. Each rank calls :func:`die_with_parent` first thing:
   parent gave (or the first one seen);
 * elsewhere, a daemon thread polls ``getppid()`` every ``POLL_S`` and exits the rank when it changes.
 
-The burner of ``--contention real`` already stops when its rank exits (:mod:`lbsim.runtime.burner`).
+A rank forked by the launcher's *fork server* (:func:`die_with_launcher`) has the server as its
+parent, and the server outlives the launcher while any rank runs (every rank holds the server's
+"clients alive" pipe). Such a rank watches the launcher itself: the launcher holds the write end of a
+pipe whose read end the rank has (``multiprocessing.parent_process().sentinel``); the kernel closes
+it when the launcher exits, however it ends, and a daemon thread blocked on it ends the rank. The
+death signal is armed on the server as well.
 """
 
 from __future__ import annotations
 
 import ctypes
+import multiprocessing
 import os
 import signal
 import sys
@@ -49,3 +55,21 @@ def die_with_parent(parent: int | None = None) -> None:
         os._exit(ORPHAN_EXIT_CODE)
     if not armed:
         threading.Thread(target=_watch, args=(parent,), name="lbsim-lifeline", daemon=True).start()
+
+
+def die_with_launcher(forked_by_server: bool) -> None:
+    """End this rank when the process that launched it (``multiprocessing.parent_process()``) exits."""
+    launcher = multiprocessing.parent_process()
+    if not forked_by_server:
+        die_with_parent(launcher.pid if launcher is not None else None)
+        return
+    die_with_parent()  # the fork server
+    if launcher is not None:
+        threading.Thread(target=_watch_sentinel, args=(launcher.sentinel,), name="lbsim-lifeline", daemon=True).start()
+
+
+def _watch_sentinel(sentinel: int) -> None:  # pragma: no cover - runs until the process ends
+    from multiprocessing.connection import wait
+
+    wait([sentinel])  # ready (end of file) once the launcher has exited
+    os._exit(ORPHAN_EXIT_CODE)

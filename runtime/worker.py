@@ -9,7 +9,7 @@ nothing but the job description crosses process boundaries.
 Two ways in:
 
 * ``lbsim train`` / ``profile`` / ``validate`` start one process per worker on this machine
-  (:mod:`lbsim.runtime.launch`, which calls :func:`spawn_entry`);
+  (:mod:`lbsim.runtime.launch`; each runs :func:`lbsim.runtime.rank_start.rank_entry`, then :func:`spawn_entry`);
 * ``torchrun ... -m lbsim.runtime.worker SCENARIO [lbsim train options]`` runs :func:`main` in every
   rank it starts; the rendezvous comes from the environment (``env://``) and ``LOCAL_RANK`` picks
   the rank's core(s) or GPU.
@@ -235,13 +235,9 @@ def _report(rank: int, err: BaseException, hb: Any, task: Task | None, status: P
 
 
 def spawn_entry(rank: int, world: int, job: Job, shared: Any, status: str) -> None:
-    """Target of the launcher's processes: one rank; the ranks meet through a file in ``status``."""
-    import multiprocessing
-
+    """One rank of the launcher's (:func:`lbsim.runtime.rank_start.rank_entry` set it up); the ranks
+    meet through a file in ``status``."""
     from .dist import Heartbeat, init_group
-
-    launcher = multiprocessing.parent_process()
-    die_with_parent(launcher.pid if launcher is not None else None)  # a killed launcher takes its ranks along
 
     hb = Heartbeat(shared, rank)
     status_dir = Path(status)

@@ -82,6 +82,21 @@ SCENARIO = (
 )
 
 
+def _ranks(launcher: int) -> tuple[list[int], list[int]]:
+    """The launcher's ranks (spawned: its children running ``spawn_main``; forked: the fork server's
+    children) and all its descendants."""
+    ranks, everyone = [], []
+    for c in psutil.Process(launcher).children(recursive=True):
+        try:
+            cmd, parent = " ".join(c.cmdline()), psutil.Process(c.ppid()).cmdline()
+        except psutil.NoSuchProcess:
+            continue
+        everyone.append(c.pid)
+        if "spawn_main" in cmd or "multiprocessing.forkserver" in " ".join(parent):
+            ranks.append(c.pid)
+    return ranks, everyone
+
+
 def test_killing_the_launcher_leaves_no_rank_and_the_previous_run(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     from lbsim.cli import main
@@ -94,12 +109,12 @@ def test_killing_the_launcher_leaves_no_rank_and_the_previous_run(tmp_path: Path
     launcher = subprocess.Popen([sys.executable, "-m", "lbsim", "train", str(f), "--out", str(out), "-q"],
                                 cwd=tmp_path, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ranks: list[int] = []
+    descendants: list[int] = []
     try:
         deadline = time.monotonic() + 240  # hang guard: torch starts slowly on a busy machine
         while time.monotonic() < deadline:
             assert launcher.poll() is None, launcher.stderr.read() if launcher.stderr else ""
-            ranks = [c.pid for c in psutil.Process(launcher.pid).children()
-                     if "spawn_main" in " ".join(c.cmdline())]
+            ranks, descendants = _ranks(launcher.pid)
             started = [p for p in tmp_path.glob(".run.*.tmp") if (p / "scenario.resolved.yaml").exists()]
             if len(ranks) == 2 and started:
                 break  # both ranks run, and the recorder has started writing the new run
@@ -108,9 +123,10 @@ def test_killing_the_launcher_leaves_no_rank_and_the_previous_run(tmp_path: Path
         launcher.send_signal(signal.SIGKILL)
         launcher.wait(timeout=30)
         assert _wait_gone(ranks) == [], "a rank outlived its launcher"
+        assert _wait_gone(descendants) == [], "a process the launcher started (the fork server) outlived it"
     finally:
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
-        _kill_all(ranks)
+        _kill_all(ranks + descendants)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
