@@ -1,6 +1,6 @@
 """Start one process per worker on this machine, watch them, and name the rank that failed.
 
-:func:`launch` starts the ranks with ``torch.multiprocessing`` and a rendezvous file in a private
+:func:`launch` starts the ranks with ``multiprocessing`` and a rendezvous file in a private
 directory, and waits. Ranks are forked from a *fork server* that has imported torch once (start
 method ``forkserver``, preloading :data:`PRELOAD`), so a rank does not pay torch's import (seconds of
 CPU) each time; where ``forkserver`` is not offered, they start with ``spawn``. Either way a rank
@@ -74,7 +74,7 @@ def launch(job: Job, nproc: int, *, progress: Any = None, method: str | None = N
 
     ``method``: how ranks start (:func:`start_method`; default ``forkserver`` where offered).
     """
-    import torch.multiprocessing as mp
+    import multiprocessing as mp  # not torch's: the job holds no tensors, and the launcher need not import torch
 
     how = start_method(method)
     ctx: Any = mp.get_context(how)
