@@ -13,6 +13,17 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """One fork server per session serves both the sweeps' process pools and the runtime's ranks; whichever
+    starts it first, it preloads what ranks need (:data:`lbsim.runtime.launch.PRELOAD`), so a sweep test
+    that runs first does not leave every later rank importing torch itself."""
+    import multiprocessing
+
+    from lbsim.runtime.launch import PRELOAD
+
+    multiprocessing.set_forkserver_preload(list(PRELOAD))
 TRACES = REPO / "scenarios" / "traces"
 
 
@@ -118,8 +129,8 @@ def sim() -> SimpleNamespace:
 
 
 # -- one set of 3 gloo ranks for the DDP-library tests ---------------------------------------------
-# Starting ranks (torch's import in each) costs more than these modules' jobs, so the modules below
-# share one spawn: each defines ``_rank(rank, rendezvous, out)`` (its own process group, from a
+# Starting ranks costs more than these modules' jobs, so the modules below
+# share one start of 3 ranks: each defines ``_rank(rank, rendezvous, out)`` (its own process group, from a
 # FileStore rendezvous file of its own, torn down at the end) and the ranks run the jobs of the
 # collected modules one after another. A module's fixture reads its job's output from ``ddp3[name]``.
 DDP3_MODULES = ("test_ddp_aggregation", "test_ddp_balancer", "test_ddp_lengths")
@@ -135,7 +146,7 @@ def _ddp3_rank(rank: int, jobs: list[tuple[str, str, str]]) -> None:
 @pytest.fixture(scope="session")
 def ddp3(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Each collected DDP module's ``out`` path (its job's output; the balancer's: one file per rank suffix)."""
-    import torch.multiprocessing as mp
+    from rank_harness import start_ranks
 
     wanted = {item.module.__name__ for item in request.session.items if item.module is not None}  # type: ignore[attr-defined]
     names = [m for m in DDP3_MODULES if m in wanted] or [request.module.__name__]
@@ -144,5 +155,5 @@ def ddp3(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         folder = tmp_path_factory.mktemp(name)
         outs[name] = folder / "out"
         jobs.append((name, str(folder / "rendezvous"), str(outs[name])))
-    mp.start_processes(_ddp3_rank, args=(jobs,), nprocs=3, start_method="spawn")
+    start_ranks(_ddp3_rank, (jobs,), 3)
     return outs

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-import torch.multiprocessing as mp
+from rank_harness import start_ranks
 
 from lbsim.recording import read_recording
 
@@ -84,7 +84,7 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
 @pytest.fixture(scope="module")
 def jobs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("rec")
-    mp.start_processes(_rank, args=(str(folder / "rendezvous"), str(folder)), nprocs=2, start_method="spawn")
+    start_ranks(_rank, (str(folder / "rendezvous"), str(folder)), 2)
     return folder
 
 
