@@ -207,3 +207,26 @@ def test_length_bucketing_is_advised_where_samples_differ_in_cost() -> None:
     prepared = prepare(Request(scenario=str(REPO / "scenarios" / "seqlen_mixed.yaml"), schemes="bucketing,lbbsp",
                                seeds=1, budget_s=5.0))
     assert [a.key for a in prepared.plan.arms] == ["bsp", "bucketing", "lbbsp"] and not prepared.plan.skipped
+
+
+def test_a_planned_runs_text_reads_back_as_the_resolved_scenario() -> None:
+    """The plan's runs travel as libyaml-written text; read back on a worker they are the same data, and the
+    same scenario, as the resolved scenario file's text read by the scenario-file parser."""
+    from lbsim.advise.run_text import read_run_text, run_text
+    from lbsim.errors import InputError
+    from lbsim.scenario.loader import dump_scenario, load_scenario, scenario_from_data
+    from lbsim.scenario.overrides import parse_yaml
+
+    odd = ['description="1e5 — ü: yes, #no, \'q\' ' + "x " * 80 + '"',  # strings the emitters must quote or escape
+           "seed=12345678901234567", "workload.time_budget_s=1e-300"]  # and numbers at the ranges' ends
+    scenarios = [load_scenario(REPO / "scenarios" / "ec2_mixed.yaml", odd)]
+    for path in sorted((REPO / "scenarios").rglob("*.yaml")):
+        try:
+            scenarios.append(load_scenario(path))
+        except InputError:
+            continue  # a sweep file
+    assert len(scenarios) >= 15
+    for sc in scenarios:
+        data = read_run_text(run_text(sc))
+        assert data == parse_yaml(dump_scenario(sc))
+        assert scenario_from_data(data) == scenario_from_data(parse_yaml(dump_scenario(sc)))

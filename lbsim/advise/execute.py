@@ -31,9 +31,9 @@ import numpy as np
 
 from lbsim import lifecycle
 from lbsim.advise.plan import BASELINE, Plan, RunSpec
+from lbsim.advise.run_text import read_run_text
 from lbsim.engine import Engine, RunResult
 from lbsim.scenario.loader import scenario_from_data
-from lbsim.scenario.overrides import parse_yaml
 from lbsim.scenario.schema import Scenario
 from lbsim.stats.intervals import MIN_VALUES, quantiles, ratio_mean
 from lbsim.sweep.backends import Backend
@@ -69,7 +69,7 @@ def run_metrics(result: Any, global_batch: int) -> dict[str, Any]:
 
 def advise_task(engine: Engine | None, resolved_yaml: str) -> dict[str, Any]:
     """One task on a worker: load the resolved scenario, run it, return its metrics."""
-    scenario = scenario_from_data(parse_yaml(resolved_yaml))
+    scenario = scenario_from_data(read_run_text(resolved_yaml))
     return run_metrics(run_scenario(engine, scenario), scenario.workload.global_batch)
 
 

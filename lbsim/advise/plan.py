@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lbsim.advise.run_text import run_text
 from lbsim.advise.unknowns import Variant
 from lbsim.errors import InputError
 from lbsim.fields import parse
@@ -34,7 +35,7 @@ from lbsim.lifecycle import check_equal_work, scheme_network
 from lbsim.lifecycle import load as lifecycle_load
 from lbsim.lifecycle.families import network_kind
 from lbsim.limits import MAX_SWEEP_RUNS
-from lbsim.scenario.loader import dump_scenario, scenario_data, scenario_from_data, with_changes
+from lbsim.scenario.loader import scenario_data, scenario_from_data, with_changes
 from lbsim.scenario.resolve import resolve_run
 from lbsim.scenario.schema import Scenario
 from lbsim.scenario.sections import AllReduceConfig, ParameterServerConfig
@@ -151,7 +152,7 @@ class Plan:
                     continue
                 for seed in seeds if seeds is not None else self.seeds:
                     sc = replace(self.scenarios[(arm.key, v.index)], seed=seed)
-                    out.append(RunSpec(arm.key, v.index, seed, dump_scenario(sc)))
+                    out.append(RunSpec(arm.key, v.index, seed, run_text(sc)))
         return out
 
 

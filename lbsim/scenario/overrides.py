@@ -62,11 +62,9 @@ def _strict_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _strict_mapping)
 # YAML 1.2 floats: PyYAML (YAML 1.1) reads ``1e12`` and ``1.5e-3`` as strings -- a float needs a dot and a
 # signed exponent there (``1.0e+12``). Scenario files and ``--set`` values take the forms users write.
-_StrictLoader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-    list("-+0123456789."),
-)
+YAML12_FLOAT = re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$")
+YAML12_FLOAT_FIRST = list("-+0123456789.")
+_StrictLoader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, YAML12_FLOAT_FIRST)
 
 
 def yaml_error_text(err: yaml.YAMLError) -> str:
