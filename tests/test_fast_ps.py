@@ -409,3 +409,23 @@ def test_dssp_answers_at_its_push_as_asked_after(n, rule, picks, speeds) -> None
         assert list(fused.clocks) == pushes and (fused.clocks.low, fused.clocks.high) == (min(pushes), max(pushes))
     assert fused.scheme.diagnostics() == asked.scheme.diagnostics()
     assert fused.scheme.credit == asked.scheme.credit
+
+
+def _controller_matrix(a_p, i_p, a_slow, i_slow, r_max):  # DSSP's controller as the (r, k) matrix, in numpy
+    r = np.arange(r_max + 1)
+    gap = np.abs((a_slow + i_slow + r * i_slow)[None, :] - (a_p + r * i_p)[:, None])
+    return int(np.argmin(gap.min(axis=1)))
+
+
+_times = st.floats(0.0, 1e4, allow_nan=False) | st.sampled_from([0.0, 1.0, 2.5, 10.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(a_p=_times, i_p=_times, a_slow=_times, i_slow=_times, r_max=st.integers(0, 20))
+def test_dssp_controller_is_the_matrix_argmin(a_p, i_p, a_slow, i_slow, r_max) -> None:
+    """DSSP's controller by bisection picks the r of the full (r, k) gap matrix, ties included
+    (round figures make equal gaps; equal intervals make equal predicted times)."""
+    from lbsim.schemes.dssp import controller
+
+    assert controller(a_p, i_p, a_slow, i_slow, r_max) == _controller_matrix(a_p, i_p, a_slow, i_slow, r_max)
+    assert controller(a_p, i_p, a_slow, -i_slow, r_max) == _controller_matrix(a_p, i_p, a_slow, -i_slow, r_max)
