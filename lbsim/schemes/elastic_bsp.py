@@ -31,7 +31,7 @@ from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.split import even_split
-from lbsim.sizing.zipline import predict_ends, zipline
+from lbsim.sizing.zipline import zipline_ahead
 
 
 @dataclass(frozen=True)
@@ -88,10 +88,10 @@ class ElasticBSP:
     def _decide(self, now_s: float) -> None:
         last = list(self.latest)
         interval = [t - t0 for t, t0 in zip(self.latest, self.previous, strict=True)]
-        choice = zipline(predict_ends(last, interval, self.cfg.lookahead))
+        choice = zipline_ahead(last, interval, self.cfg.lookahead)  # zipline(predict_ends(...))
         self.budget = [s + j + 1 for s, j in zip(self.since, choice.indices, strict=True)]
         self._short = sum(s < b for s, b in zip(self.since, self.budget, strict=True))
-        fastest = int(np.argmin(choice.times))
+        fastest = choice.times.index(min(choice.times))  # the first earliest (numpy's argmin)
         self.plan = {
             "superstep": len(self.rows), "start_s": self.barrier_s, "decided_s": now_s,
             "predicted_barrier_s": choice.barrier_s, "predicted_range_s": choice.range_s,
