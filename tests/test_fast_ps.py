@@ -429,3 +429,38 @@ def test_dssp_controller_is_the_matrix_argmin(a_p, i_p, a_slow, i_slow, r_max) -
 
     assert controller(a_p, i_p, a_slow, i_slow, r_max) == _controller_matrix(a_p, i_p, a_slow, i_slow, r_max)
     assert controller(a_p, i_p, a_slow, -i_slow, r_max) == _controller_matrix(a_p, i_p, a_slow, -i_slow, r_max)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 5), monitor=st.integers(2, 3), lookahead=st.integers(1, 4),
+       picks=st.lists(st.integers(0, 4), min_size=1, max_size=150), speeds=st.lists(st.floats(0.2, 3.0), min_size=5, max_size=5))
+def test_elastic_bsp_answers_at_its_push_as_asked_after(n, monitor, lookahead, picks, speeds) -> None:
+    """ElasticBSP declares ``admits_at_push`` too: random pushes through a gate that takes the
+    pusher's answer from ``on_push`` and one that asks ``may_start`` release, refuse and hold alike,
+    and the supersteps planned are the same."""
+    from lbsim.schemes.base import SchemeContext
+    from lbsim.schemes.elastic_bsp import ElasticBSP, ElasticBSPConfig
+    from lbsim.schemes.gate import Gate
+
+    ctx = SchemeContext(global_batch=8 * n, t0_s=(0.0,) * n, samples_per_s=(1.0,) * n, max_batch=(100,) * n,
+                        kinds=("gpu",) * n)
+    cfg = ElasticBSPConfig(lookahead=lookahead, monitor_pushes=monitor)
+    fused, asked = Gate(ElasticBSP(cfg, ctx), n), Gate(ElasticBSP(cfg, ctx), n)
+    asked.admit = asked._admit_asked  # type: ignore[method-assign]
+    assert fused.admit == fused._admit_decided
+    held: set[int] = set()
+    t = [0.0] * n
+    for pick in picks:
+        w = pick % n
+        if w in held:
+            continue
+        t[w] += speeds[w]
+        released = fused.push(w, t[w])
+        assert released == asked.push(w, t[w])
+        held -= set(released)
+        go = fused.admit(w)
+        assert go == asked.admit(w)
+        if not go:
+            held.add(w)
+        assert fused.held == asked.held
+    assert fused.scheme.decision_rows() == asked.scheme.decision_rows()

@@ -47,6 +47,7 @@ class ElasticBSP:
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
     reads_clocks: ClassVar[bool] = False  # it counts pushes since the barrier itself: the gate keeps no clocks
+    admits_at_push: ClassVar[bool] = True  # on_push returns may_start's answer for the pusher
 
     def __init__(self, config: ElasticBSPConfig, ctx: SchemeContext) -> None:
         self.cfg = config
@@ -68,8 +69,9 @@ class ElasticBSP:
         """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
-    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
-        """Count ``worker``'s push; when every worker used its budget, plan the next superstep."""
+    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> bool:
+        """Count ``worker``'s push; when every worker used its budget, plan the next superstep.
+        Returns whether ``worker`` may go on (:meth:`may_start` now: ``admits_at_push``)."""
         # counters stand for min(since) >= monitor_pushes and all(since >= budget): O(1) per push
         since = self.since
         pushes = since[worker] = since[worker] + 1
@@ -82,8 +84,11 @@ class ElasticBSP:
         self.latest[worker] = time_s
         if budget is None and self._monitoring == 0:
             self._decide(time_s)
-        if self.budget is not None and self._short == 0:
+        budget = self.budget
+        if budget is not None and self._short == 0:
             self._barrier(time_s)
+            return True  # every worker is released at the barrier
+        return budget is None or pushes < budget[worker]
 
     def _decide(self, now_s: float) -> None:
         last = list(self.latest)
