@@ -464,3 +464,46 @@ def test_elastic_bsp_answers_at_its_push_as_asked_after(n, monitor, lookahead, p
             held.add(w)
         assert fused.held == asked.held
     assert fused.scheme.decision_rows() == asked.scheme.decision_rows()
+
+
+def _crowd_order(scheduled):  # type: ignore[no-untyped-def]
+    """Events ``(process, parent time, kept)`` all at t = 5, scheduled in this order on a bare
+    EventLoop: the processes in the order the loop pops them (its main loop's pop, by hand)."""
+    import math
+    from collections import deque
+    from heapq import heappop, heappush
+
+    from lbsim.simulator.fast_loop import EventLoop
+
+    loop = EventLoop.__new__(EventLoop)  # the scheduling state only: no environment needed
+    loop.fifo, loop.times, loop.slot, loop.crowd = deque(), [math.inf], {math.inf: -1}, {}
+    loop.parent_of = [0.0] * (len(scheduled) + 2)
+    for p, parent, kept in scheduled:
+        code = 2 * p + kept
+        if 5.0 in loop.slot:
+            loop.collide(5.0, parent, code)
+        else:
+            loop.slot[5.0], loop.parent_of[p] = code, parent
+            heappush(loop.times, 5.0)
+    order = []
+    while loop.times[0] == 5.0:
+        now = heappop(loop.times)
+        code = loop.slot.pop(now)
+        if now in loop.crowd:
+            code = loop._first(now, loop.crowd.pop(now))
+        order.append(code >> 1)
+    return order
+
+
+def test_events_at_one_instant_go_by_parent_then_as_scheduled() -> None:
+    """SimPy's order at one instant, as the fast loop keeps it: earlier parent first (an event
+    scheduled out of its parents' order is placed by its parent), equal parents of compute ends
+    in the order scheduled; equal parents of other events are a tie the loop cannot order."""
+    from lbsim.simulator.fast_loop import Tie
+
+    scheduled = [(0, 3.0, 0), (2, 4.0, 0), (3, 2.0, 1), (1, 1.0, 0), (4, 2.0, 1), (5, 2.0, 1), (6, 4.5, 0)]
+    assert _crowd_order(scheduled) == [1, 3, 4, 5, 0, 2, 6]
+    assert _crowd_order([(0, 1.0, 0), (1, 2.0, 0)]) == [0, 1]
+    assert _crowd_order([(0, 2.0, 0), (1, 1.0, 0)]) == [1, 0]
+    with pytest.raises(Tie):
+        _crowd_order([(0, 3.0, 0), (1, 2.0, 0), (2, 2.0, 0)])
