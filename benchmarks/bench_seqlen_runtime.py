@@ -46,14 +46,29 @@ from scipy.optimize import nnls
 REPO = Path(__file__).resolve().parents[1]
 LENGTHS_FILE = REPO / "data" / "token_lengths" / "azure_conv_2023.csv"
 SCALE, CAP, D, V, SLOWDOWN = 8, 768, 48, 64, 2.5
-N = 2000  # dataset size (samples drawn from the shipped lengths)
 ARMS = ("bucketing", "lbbsp count", "lbbsp cost")
 
 
-def dataset_lengths() -> np.ndarray:
+def write_lengths(folder: Path) -> Path:
+    """The workload's length distribution, a histogram file (``tokens,count``): the shipped Azure
+    conversation lengths divided by ``SCALE``, rounded up and clipped to ``[2, CAP]``."""
     rows = np.loadtxt(LENGTHS_FILE, skiprows=1, dtype=np.int64)
-    pick = np.random.default_rng(0).choice(rows, N)
-    return np.clip(np.ceil(pick / SCALE), 2, CAP).astype(np.int64)
+    values, counts = np.unique(np.clip(-(-rows // SCALE), 2, CAP), return_counts=True)
+    path = folder / "lengths.csv"
+    path.write_text("tokens,count\n" + "".join(f"{v},{c}\n" for v, c in zip(values, counts, strict=True)))
+    return path
+
+
+def step_lengths(lengths_file: Path, steps: int, B: int) -> tuple[np.ndarray, float]:  # noqa: N803
+    """Each step's B lengths, as the simulator draws round k's samples (seed 0), and the mean length.
+
+    The runtime trains on exactly these samples (sample ``k B + j`` is round k's j-th), so both
+    engines see the same lengths in the same order at every step."""
+    from lbsim.samples.config import FileLengths, SampleCostConfig
+    from lbsim.samples.model import sample_model
+
+    model = sample_model(SampleCostConfig(lengths=FileLengths(path=str(lengths_file))), 0)
+    return np.stack([model.round_samples(k, B).lengths for k in range(steps)]), float(model.dist.mean())
 
 
 class Block(torch.nn.Module):
@@ -106,7 +121,7 @@ def fit_sample_cost() -> dict[str, float]:
             torch.nn.functional.cross_entropy(model(x[:-1]), x[1:]).backward()
             dt = time.perf_counter() - t
             if rep:  # the first pass warms up
-                xs.append(L - 1)
+                xs.append(L)  # the sample of L tokens (the model reads L - 1 of them)
                 ts.append(dt)
     X = np.array(xs, dtype=np.float64)
     # non-negative least squares: a cost term cannot be negative, and clipping an unconstrained fit's
@@ -122,29 +137,100 @@ def fit_sample_cost() -> dict[str, float]:
             "t0_s": float(np.median(fixed)), "params": sum(p.numel() for p in model.parameters())}
 
 
+class Mark:
+    """The time of the last gradient bucket handed to the wrapped hook (after its emulated slowdown)."""
+
+    def __init__(self) -> None:
+        self.last = 0.0
+
+    def start(self) -> None:
+        self.last = time.perf_counter()
+
+    def wrap(self, inner: Any) -> Any:
+        def hook(state, bucket):  # type: ignore[no-untyped-def]
+            self.last = time.perf_counter()
+            return inner(state, bucket)
+        return hook
+
+
+def cost_s(fit: dict[str, float], length: int) -> float:
+    """c(L) in seconds, from the fitted figures."""
+    return fit["c0"] + fit["a"] * length + fit["b"] * length * length
+
+
 def shared_fit(fits: list[dict[str, float]], ref: float) -> dict[str, float]:
     """One c(L) for every rank (the units must agree across ranks): the ranks' coefficients averaged."""
     out = {k: float(np.mean([f[k] for f in fits])) for k in ("c0", "a", "b", "t0_s")}
     out["params"] = fits[0]["params"]
     out["ref"] = ref
+    out["ref_cost"] = cost_s(out, ref)  # c(L_ref): the reference sample's seconds (1 / samples_per_s)
     return out
 
 
-def _rank(rank: int, rendezvous: str, out: str, steps: int, world: int, slow_ranks: int, repeats: int,
-          B: int) -> None:  # noqa: N803 (the global batch's name in the docs)
+def _balancer(arm: str, B: int, cfg: dict[str, float], nominal: float, slowed: Any, lengths: np.ndarray) -> Any:  # noqa: N803
+    """The arm's :class:`lbsim.runtime.ddp.LoadBalancer` (lag 0, a decision per step; ``lbbsp cost``: with lengths)."""
+    from lbsim.runtime.ddp import LoadBalancer
+
+    extra: dict[str, Any] = {"lengths": torch.tensor(lengths), "cost_linear": cfg["a"], "cost_quadratic": cfg["b"],
+                             "cost_per_sample": cfg["c0"], "reference_tokens": cfg["ref"]} if arm == "lbbsp cost" else {}
+    return LoadBalancer(B, variant="gpu_model", samples_per_s=nominal, slowed=slowed, decide_every=1, lag=0,
+                        max_batch=B, **extra)
+
+
+def _mine(lb: Any, arm: str, step: list[int], lengths: np.ndarray, rank: int, world: int) -> list[int]:
+    """This rank's samples of the step (dataset indices), by the arm's rule; starts the balancer's step."""
+    B = len(step)  # noqa: N806
+    if lb is None:  # bucketing: sorted by length (ties in draw order), the r-th run of B/world
+        return sorted(step, key=lambda i: (int(lengths[i]), i))[rank * B // world:(rank + 1) * B // world]
+    if lb.costs is None:
+        batches = lb.next_batches()
+        lb.begin_step(batches)
+        lo = sum(batches[:rank])
+        return step[lo:lo + batches[rank]]
+    lb.next_batches()
+    owner, samples = lb.assign(step)
+    lb.begin_cost_step(owner, samples)
+    return [i for i, o in zip(step, owner.tolist(), strict=True) if o == rank]
+
+
+def calibrate_balancer(arm: str, B: int, cfg: dict[str, float], nominal: float, lengths: np.ndarray,  # noqa: N803
+                       rank: int, world: int, rounds: int = 12) -> float:
+    """The balancer's own time per step (collectives, rank 0's decision, the partition), timed alone.
+
+    Like the all-reduce's, a figure of the calibration phase: ``rounds`` steps of the arm's balancer on
+    the first step's samples with no model behind them (each rank's "compute" a sleep of its predicted
+    time, so the decisions see the speeds they will see), median over the steps after the first three."""
+    import torch.distributed as dist
+
+    lb = _balancer(arm, B, cfg, nominal, None, lengths)
+    step = list(range(B))
+    spent = []
+    for _ in range(rounds):
+        dist.barrier()
+        t = time.perf_counter()
+        mine = _mine(lb, arm, step, lengths, rank, world)
+        spent.append(time.perf_counter() - t)
+        time.sleep(min(sum(cost_s(cfg, int(lengths[i])) for i in mine) * (cfg["ref_cost"] * nominal) ** -1, 0.5))
+    lb.finish()
+    return float(np.median(spent[3:]))
+
+
+def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float, world: int, slow_ranks: int,
+          repeats: int) -> None:
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from lbsim.runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown, slowed_hook
+    from lbsim.runtime.ddp import SlowedRank, constant_slowdown, slowed_hook
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
-    lengths = dataset_lengths()
+    steps, B = step_len.shape  # noqa: N806
+    lengths = step_len.ravel()  # sample k B + j: round k's j-th
     fits: list[dict[str, float]] = [None] * world  # type: ignore[list-item]
     dist.all_gather_object(fits, fit_sample_cost())
-    cfg = shared_fit(fits, float(lengths.mean()))
-    speed = 1.0 / (cfg["c0"] + cfg["a"] * cfg["ref"] + cfg["b"] * cfg["ref"] ** 2)  # samples/s at L_ref
+    cfg = shared_fit(fits, ref)
+    speed = 1.0 / cfg["ref_cost"]  # samples/s at L_ref
     slow = rank >= world - slow_ranks
     nominal = speed / SLOWDOWN if slow else speed
     # the all-reduce of the gradient, timed alone (the simulator's communication figure)
@@ -155,53 +241,53 @@ def _rank(rank: int, rendezvous: str, out: str, steps: int, world: int, slow_ran
         t = time.perf_counter()
         dist.all_reduce(grad)
         comm.append(time.perf_counter() - t)
-    perm = torch.randperm(N, generator=torch.Generator().manual_seed(0)).tolist()
-    result: dict[str, Any] = {"comm_s": float(np.median(comm[2:])), "fit": cfg, "rank_fits": fits,
-                                 "world": world, "slow_ranks": slow_ranks, "repeats": repeats}
+    balancer_s = {arm: calibrate_balancer(arm, B, cfg, nominal, lengths, rank, world) for arm in ARMS[1:]}
+    every_bal: list[dict[str, float]] = [None] * world  # type: ignore[list-item]
+    dist.all_gather_object(every_bal, balancer_s)
+    result: dict[str, Any] = {"comm_s": float(np.median(comm[2:])), "fit": cfg, "rank_fits": fits, "world": world,
+                              "slow_ranks": slow_ranks, "repeats": repeats,
+                              "balancer_s": {a: max(b[a] for b in every_bal) for a in ARMS[1:]}}
     order = [ARMS[(i + r) % len(ARMS)] for r in range(repeats) for i in range(len(ARMS))]  # rotated each repeat
     for arm in order:
         torch.manual_seed(0)
         slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
         model = DDP(Block())
+        mark = Mark()
         lb = None
         if arm == "bucketing":
-            model.register_comm_hook(None, slowed_hook(default_hooks.allreduce_hook, slowed))
+            model.register_comm_hook(None, slowed_hook(mark.wrap(default_hooks.allreduce_hook), slowed))
         else:
-            extra: dict[str, Any] = {"lengths": torch.tensor(lengths), "cost_linear": cfg["a"], "cost_quadratic": cfg["b"],
-                     "cost_per_sample": cfg["c0"], "reference_tokens": cfg["ref"]} if arm == "lbbsp cost" else {}
-            lb = LoadBalancer(B, variant="gpu_model", samples_per_s=nominal, slowed=slowed, decide_every=1, lag=0,
-                              max_batch=B, **extra)
+            lb = _balancer(arm, B, cfg, nominal, slowed, lengths)
             lb.attach(model)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        times, mine_counts = [], []
+        phases = []
         for k in range(steps):
-            step = perm[k * B:(k + 1) * B]
+            step = list(range(k * B, (k + 1) * B))
             dist.barrier()
-            t = time.perf_counter()
+            t, cpu0 = time.perf_counter(), time.process_time()
+            mine = _mine(lb, arm, step, lengths, rank, world)
             if lb is None:
-                lo, hi = rank * B // world, (rank + 1) * B // world
-                mine = sorted(step, key=lambda i: (int(lengths[i]), i))[lo:hi]
                 if slowed is not None:
                     slowed.begin()
-            elif lb.costs is None:
-                batches = lb.next_batches()
-                lb.begin_step(batches)
-                lo = sum(batches[:rank])
-                mine = step[lo:lo + batches[rank]]
-            else:
-                lb.next_batches()
-                owner, samples = lb.assign(step)
-                lb.begin_cost_step(owner, samples)
-                mine = [i for i, o in zip(step, owner.tolist(), strict=True) if o == rank]
+                mark.start()
+            t_pre = time.perf_counter()
             opt.zero_grad()
-            loss_of(model, mine, lengths).backward()
+            loss = loss_of(model, mine, lengths)
+            t_fwd = time.perf_counter()
+            loss.backward()
+            t_bwd = time.perf_counter()
             opt.step()
-            times.append(time.perf_counter() - t)
-            mine_counts.append(len(mine))
+            t_end = time.perf_counter()
+            marked = mark.last if lb is None else lb.clock.started_s + lb.clock.elapsed_s()
+            # seconds from the step's start: the balancer done, forward done, the last gradient bucket ready
+            # (the rank's own work, emulated slowdown included), backward returned (all-reduce done), the
+            # optimizer done; the process's CPU seconds in the step; its samples; their fitted c(L) summed
+            phases.append([t_pre - t, t_fwd - t, marked - t, t_bwd - t, t_end - t, time.process_time() - cpu0,
+                           len(mine), float(sum(cost_s(cfg, int(lengths[i])) for i in mine))])
         if lb is not None:
             lb.finish()
-        every = [None] * world
-        dist.all_gather_object(every, {"times": times, "counts": mine_counts})
+        every: list[Any] = [None] * world
+        dist.all_gather_object(every, phases)
         result.setdefault(arm, []).append(every)
     if rank == 0:
         Path(out).write_text(json.dumps(result))
@@ -209,85 +295,145 @@ def _rank(rank: int, rendezvous: str, out: str, steps: int, world: int, slow_ran
     dist.destroy_process_group()
 
 
-def simulate(fit: dict[str, float], comm_s: float, steps: int, folder: Path, world: int, slow_ranks: int,
-             B: int) -> dict[str, float]:  # noqa: N803
-    """The simulator's mean iteration time of each arm, from the fitted figures."""
+PHASES = ("pre", "fwd", "mark", "bwd", "end", "cpu", "samples", "fit_s")  # the columns of a rank's step record
+
+
+def decompose(records: list[list[list[float]]], slow_ranks: int, slowdown: float, skip: int = 2) -> dict[str, Any]:
+    """One repeat of an arm, ``records[rank][step]`` (:data:`PHASES`), as mean seconds per step after ``skip``.
+
+    ``step``: start to the last rank's optimizer end (a step ends when its slowest rank's does);
+    ``balancer``: the slowest rank's time to its samples (the balancer's collectives, decision and
+    partition); ``compute``: each rank's time from then to its last gradient bucket (its work, the
+    emulated slowdown included), and ``compute_max`` the step's slowest; ``tail``: from the slowest
+    rank's last bucket to the all-reduce's end on the first rank out (the all-reduce not hidden);
+    ``optimizer``: the rest; ``fit``: each rank's compute predicted by the fitted c(L) (x ``slowdown``
+    on the slowed ranks); ``ratio``: realized / predicted compute per rank (mean over steps) and
+    ``ratio_cv``: its spread over the steps (coefficient of variation, per rank)."""
+    r = np.asarray(records, dtype=np.float64)[:, skip:, :]  # rank, step, phase
+    world = r.shape[0]
+    pre, mark, bwd, end = r[:, :, 0], r[:, :, 2], r[:, :, 3], r[:, :, 4]
+    compute = mark - pre
+    fit = r[:, :, 7] * np.where(np.arange(world) >= world - slow_ranks, slowdown, 1.0)[:, None]
+    ratio = compute / np.maximum(fit, 1e-12)
+    return {"step": float(end.max(0).mean()), "balancer": float(pre.max(0).mean()),
+            "compute": compute.mean(1).tolist(), "compute_max": float(compute.max(0).mean()),
+            "wait": (compute.max(0) - compute).mean(1).tolist(),
+            "tail": float((bwd.min(0) - mark.max(0)).mean()), "optimizer": float((end - bwd).mean()),
+            "fit": fit.mean(1).tolist(), "fit_max": float(fit.max(0).mean()),
+            "ratio": ratio.mean(1).tolist(), "ratio_cv": (ratio.std(1) / ratio.mean(1)).tolist(),
+            "samples": r[:, :, 6].mean(1).tolist(), "cpu_share": (r[:, :, 5] / end).mean(1).tolist()}
+
+
+def simulate(fit: dict[str, float], comm_s: float, lengths_file: Path, steps: int, folder: Path, world: int,
+             slow_ranks: int, B: int, balancer_s: dict[str, float] | None = None) -> dict[str, Any]:  # noqa: N803
+    """The simulator's mean iteration time of each arm (and its decomposition), from the fitted figures.
+
+    ``balancer_s``: the LB-BSP arms' per-step balancer time, added to their fixed per-iteration time
+    ``t0_s`` (None: left out, as the scenario without it)."""
     import yaml
 
     import lbsim
 
-    lengths = dataset_lengths()
-    lfile = folder / "lengths.csv"
-    lfile.write_text("tokens\n" + "\n".join(str(int(v)) for v in lengths) + "\n")
-    speed = 1.0 / (fit["c0"] + fit["a"] * fit["ref"] + fit["b"] * fit["ref"] ** 2)
+    speed = 1.0 / fit["ref_cost"]
     grad_bytes = int(fit["params"]) * 4
     bw_gbps = 2 * (world - 1) / world * grad_bytes * 8 / comm_s / 1e9  # the flat ring's time = the measured all-reduce
-    group = {"instance": "c5.xlarge", "t0_s": fit["t0_s"], "max_batch": B}
-    scenario = {
-        "name": "seqlen_runtime", "seed": 0,
-        "workload": {"model": "resnet50_imagenet", "global_batch": B, "updates": steps, "gradient_bytes": grad_bytes,
-                     "sample_cost": {"lengths": {"name": "file", "path": str(lfile.resolve())}, "cost_linear": fit["a"],
-                                     "cost_quadratic": fit["b"], "cost_per_sample": fit["c0"],
-                                     "reference_tokens": fit["ref"]}},
-        "cluster": {"groups": [{**group, "count": world - slow_ranks, "samples_per_s": speed},
-                               {**group, "count": slow_ranks, "samples_per_s": speed / SLOWDOWN}]},
-        "network": {"name": "ring_allreduce", "alpha_s": 0.0, "bandwidth_gbps": bw_gbps},
-        "scheme": {"name": "lbbsp", "variant": "gpu_model", "split_dead_band": 0.1},
-    }
-    path = folder / "seqlen_runtime.yaml"
-    path.write_text(yaml.safe_dump(scenario, sort_keys=False))
-    out = {}
+    out: dict[str, Any] = {}
     for arm, scheme, over in (("bucketing", "bucketing", {}), ("lbbsp count", None, {}),
                               ("lbbsp cost", None, {"scheme.balance": "cost"})):
-        run = lbsim.simulate(path, scheme=scheme, overrides=over)
-        it = run.iterations
+        t0 = fit["t0_s"] + (balancer_s or {}).get(arm, 0.0)
+        group = {"instance": "c5.xlarge", "t0_s": t0, "max_batch": B}
+        scenario = {
+            "name": "seqlen_runtime", "seed": 0,
+            "workload": {"model": "resnet50_imagenet", "global_batch": B, "updates": steps, "gradient_bytes": grad_bytes,
+                         "sample_cost": {"lengths": {"name": "file", "path": str(lengths_file.resolve())},
+                                         "cost_linear": fit["a"], "cost_quadratic": fit["b"], "cost_per_sample": fit["c0"],
+                                         "reference_tokens": fit["ref"]}},
+            "cluster": {"groups": [{**group, "count": world - slow_ranks, "samples_per_s": speed},
+                                   {**group, "count": slow_ranks, "samples_per_s": speed / SLOWDOWN}]},
+            "network": {"name": "ring_allreduce", "alpha_s": 0.0, "bandwidth_gbps": bw_gbps},
+            "scheme": {"name": "lbbsp", "variant": "gpu_model", "split_dead_band": 0.1},
+        }
+        path = folder / f"seqlen_runtime_{arm.replace(' ', '_')}.yaml"
+        path.write_text(yaml.safe_dump(scenario, sort_keys=False))
+        it = lbsim.simulate(path, scheme=scheme, overrides=over).iterations
+        it = it[it["update"] >= 2]
         per_round = it.groupby("update")["end_s"].max() - it.groupby("update")["start_s"].min()
-        out[arm] = float(per_round.iloc[2:].mean())
+        comp = it.groupby("worker")["compute_s"].mean().sort_index()
+        out[arm] = {"step": float(per_round.mean()), "compute": comp.tolist(),
+                    "compute_max": float(it.groupby("update")["compute_s"].max().mean()),
+                    "samples": it.groupby("worker")["batch"].mean().sort_index().tolist(), "t0_s": t0}
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=14)
-    ap.add_argument("--world", type=int, default=4, help="gloo ranks (3-4: the issue's runtime check)")
-    ap.add_argument("--slow-ranks", type=int, default=None, help=f"the last ranks slowed {SLOWDOWN}x (default: half)")
+    ap.add_argument("--world", type=int, default=3, help="gloo ranks (3-4: the issue's runtime check)")
+    ap.add_argument("--slow-ranks", type=int, default=1, help=f"the last ranks slowed {SLOWDOWN}x")
     ap.add_argument("--repeats", type=int, default=1, help="each arm this many times, the arms' order rotated")
     ap.add_argument("--batch", type=int, default=32, help="global batch B (samples per step, all ranks)")
     ap.add_argument("--out", default="runs/seqlen_runtime.json")
     args = ap.parse_args()
-    slow_ranks = args.world // 2 if args.slow_ranks is None else args.slow_ranks
-    if not (2 <= args.world <= 8 and 1 <= slow_ranks < args.world and 1 <= args.repeats <= 20 and 3 <= args.steps <= 60
-            and args.world <= args.batch <= 256 and args.steps * args.batch <= N):
-        ap.error(f"expected 2 <= --world <= 8, 1 <= --slow-ranks < --world, 1 <= --repeats <= 20, 3 <= --steps <= 60, "
-                 f"--world <= --batch <= 256 and --steps x --batch <= {N} (the dataset)")
+    if not (2 <= args.world <= 8 and 1 <= args.slow_ranks < args.world and 1 <= args.repeats <= 20
+            and 3 <= args.steps <= 60 and args.world <= args.batch <= 256):
+        ap.error("expected 2 <= --world <= 8, 1 <= --slow-ranks < --world, 1 <= --repeats <= 20, 3 <= --steps <= 60, "
+                 "--world <= --batch <= 256")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    lengths_file = write_lengths(out.parent)
+    step_len, ref = step_lengths(lengths_file, args.steps, args.batch)
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
-        mp.start_processes(_rank, args=(str(Path(tmp) / "rendezvous"), str(out), args.steps, args.world, slow_ranks,
-                                        args.repeats, args.batch), nprocs=args.world, start_method="spawn")
-    real = json.loads(out.read_text())
-    fit = real["fit"]
-    sim = simulate(fit, real["comm_s"], args.steps, out.parent, args.world, slow_ranks, args.batch)
-    print(f"fit: c(L) = {fit['c0'] * 1e3:.3f} ms + {fit['a'] * 1e6:.3f} us L + {fit['b'] * 1e9:.3f} ns L^2; "
-          f"step fixed {fit['t0_s'] * 1e3:.2f} ms; all-reduce {real['comm_s'] * 1e3:.2f} ms; L_ref {fit['ref']:.1f}")
-    rows = {}
-    print(f"{args.world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {args.batch}; "
-          f"{args.repeats} repeat(s), arms rotated")
-    for arm in ARMS:
-        means = []
-        for per_rank in real[arm]:  # one repeat
-            steps = np.max(np.array([r["times"] for r in per_rank]), axis=0)  # a step ends when its slowest rank's does
-            means.append(float(steps[2:].mean()))
-        mean = float(np.median(means))
-        counts = np.array([r["counts"] for r in real[arm][0]])[:, 2:].mean(axis=1)
-        rows[arm] = {"runtime_s": mean, "runtime_repeats_s": means, "sim_s": sim[arm], "error": sim[arm] / mean - 1,
-                     "mean_counts": counts.tolist()}
-        print(f"{arm:12s} runtime {mean:.3f} s (median; {min(means):.3f}..{max(means):.3f})  simulator {sim[arm]:.3f} s  "
-              f"error {sim[arm] / mean - 1:+.1%}  mean samples per rank {np.round(counts, 1).tolist()}")
+        mp.start_processes(_rank, args=(str(Path(tmp) / "rendezvous"), str(out), step_len, ref, args.world,
+                                        args.slow_ranks, args.repeats), nprocs=args.world, start_method="spawn")
     load1 = os.getloadavg()
+    real = json.loads(out.read_text())
+    report = summarize(real, lengths_file, args.steps, out.parent, args.batch)
+    report["load"] = [load0[0], load1[0]]
     print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f}")
-    out.write_text(json.dumps({"fit": fit, "rows": rows, "load": [load0[0], load1[0]], "raw": real}))
+    out.write_text(json.dumps({**report, "raw": real}))
+
+
+def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path, B: int) -> dict[str, Any]:  # noqa: N803
+    """Print and return each arm's runtime decomposition beside the simulator's, before and after the
+    balancer's calibrated step time; the repeats' medians and ranges, and the cost/count ratio's."""
+    fit, world, slow_ranks = real["fit"], real["world"], real["slow_ranks"]
+    base = simulate(fit, real["comm_s"], lengths_file, steps, folder, world, slow_ranks, B)
+    full = simulate(fit, real["comm_s"], lengths_file, steps, folder, world, slow_ranks, B, real["balancer_s"])
+    print(f"fit: c(L) = {fit['c0'] * 1e3:.3f} ms + {fit['a'] * 1e6:.3f} us L + {fit['b'] * 1e9:.3f} ns L^2; "
+          f"step fixed {fit['t0_s'] * 1e3:.2f} ms; all-reduce {real['comm_s'] * 1e3:.2f} ms; L_ref {fit['ref']:.1f}; "
+          "balancer per step " + ", ".join(f"{a} {v * 1e3:.2f} ms" for a, v in real["balancer_s"].items()))
+    print(f"{world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {B}; {real['repeats']} repeat(s), "
+          "arms rotated; ms per step (mean over steps 2..), runtime median over repeats")
+    rows: dict[str, Any] = {}
+    for arm in ARMS:
+        parts = [decompose(rep, slow_ranks, SLOWDOWN) for rep in real[arm]]
+        steps_s = [p["step"] for p in parts]
+
+        def med(key: str, parts: list[dict[str, Any]] = parts) -> Any:
+            return np.median(np.array([p[key] for p in parts]), axis=0)
+
+        rows[arm] = {"runtime_s": float(np.median(steps_s)), "runtime_repeats_s": steps_s,
+                     "sim_base_s": base[arm]["step"], "sim_s": full[arm]["step"],
+                     "error": full[arm]["step"] / float(np.median(steps_s)) - 1,
+                     "parts": {k: (med(k).tolist() if isinstance(parts[0][k], list) else float(med(k))) for k in parts[0]},
+                     "sim_parts": full[arm]}
+        m = rows[arm]["parts"]
+        print(f"{arm:12s} runtime {rows[arm]['runtime_s'] * 1e3:6.1f} [{min(steps_s) * 1e3:.1f}, {max(steps_s) * 1e3:.1f}]"
+              f"  simulator {full[arm]['step'] * 1e3:6.1f} ({rows[arm]['error']:+.1%}; without the balancer's time "
+              f"{base[arm]['step'] * 1e3:.1f})")
+        print(f"{'':12s} runtime: balancer {m['balancer'] * 1e3:.1f}, compute/rank {np.round(np.array(m['compute']) * 1e3, 1)}"
+              f" (max {m['compute_max'] * 1e3:.1f}), tail {m['tail'] * 1e3:.1f}, optimizer {m['optimizer'] * 1e3:.1f};"
+              f" realized/fitted compute {np.round(m['ratio'], 2)} (cv {np.round(m['ratio_cv'], 2)}); "
+              f"samples {np.round(m['samples'], 1)}")
+        print(f"{'':12s} simulator: compute/rank {np.round(np.array(full[arm]['compute']) * 1e3, 1)}"
+              f" (max {full[arm]['compute_max'] * 1e3:.1f}); samples {np.round(full[arm]['samples'], 1)}")
+    ratios = [c / n for c, n in zip(rows["lbbsp cost"]["runtime_repeats_s"], rows["lbbsp count"]["runtime_repeats_s"],
+                                    strict=True)]
+    pred = rows["lbbsp cost"]["sim_s"] / rows["lbbsp count"]["sim_s"]
+    print(f"cost / count: runtime {np.median(ratios):.3f} (median of the repeats' ratios, {min(ratios):.3f}.."
+          f"{max(ratios):.3f}; cost faster in {sum(r < 1 for r in ratios)} of {len(ratios)}); simulator {pred:.3f}")
+    return {"fit": fit, "rows": rows, "cost_over_count": {"runtime": ratios, "simulator": pred}}
 
 
 if __name__ == "__main__":
