@@ -215,6 +215,52 @@ def calibrate_balancer(arm: str, B: int, cfg: dict[str, float], nominal: float, 
     return float(np.median(spent[3:]))
 
 
+def calibrate_jitter(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, rounds: int = 8) -> float:
+    """The spread of one rank's compute from step to step at a fixed batch: the coefficient of variation
+    of ``rounds`` timed forward+backward passes of the same samples (this rank's share of a step, every
+    rank at once, barrier-aligned as the arms' steps; the first two warm up)."""
+    import torch.distributed as dist
+
+    torch.manual_seed(0)
+    model = Block()
+    mine = list(range(rank, len(step), world))
+    spent = []
+    for _ in range(rounds):
+        dist.barrier()
+        t = time.perf_counter()
+        loss_of(model, mine, step).backward()
+        spent.append(time.perf_counter() - t)
+    kept = np.array(spent[2:])
+    return float(kept.std() / kept.mean())
+
+
+def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray, B: int) -> dict[str, Any]:  # noqa: N803
+    """The simulator's figures, measured in the job before each repeat's arms (every rank at once, so they
+    see the processor sharing the arms see): ``fit`` (c(L), the step's fixed time), ``comm_s`` (the
+    gradient's all-reduce alone), ``balancer_s`` (each LB-BSP arm's balancer per step alone) and
+    ``jitter_cv`` (the compute's step-to-step spread). The same on every rank."""
+    import torch.distributed as dist
+
+    fits: list[dict[str, float]] = [None] * world  # type: ignore[list-item]
+    dist.all_gather_object(fits, fit_sample_cost())
+    cfg = shared_fit(fits, ref)
+    nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0)
+    grad = torch.zeros(int(cfg["params"]))
+    comm = []
+    for _ in range(12):
+        dist.barrier()
+        t = time.perf_counter()
+        dist.all_reduce(grad)
+        comm.append(time.perf_counter() - t)
+    mine = {"balancer_s": {arm: calibrate_balancer(arm, B, cfg, nominal, lengths, rank, world) for arm in ARMS[1:]},
+            "jitter_cv": calibrate_jitter(cfg, lengths[:B], rank, world), "comm_s": float(np.median(comm[2:]))}
+    every: list[dict[str, Any]] = [None] * world  # type: ignore[list-item]
+    dist.all_gather_object(every, mine)
+    return {"fit": cfg, "rank_fits": fits, "comm_s": float(np.median([e["comm_s"] for e in every])),
+            "balancer_s": {a: max(e["balancer_s"][a] for e in every) for a in ARMS[1:]},  # the slowest rank's: all wait
+            "jitter_cv": float(np.mean([e["jitter_cv"] for e in every]))}
+
+
 def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float, world: int, slow_ranks: int,
           repeats: int) -> None:
     import torch.distributed as dist
@@ -227,75 +273,62 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     steps, B = step_len.shape  # noqa: N806
     lengths = step_len.ravel()  # sample k B + j: round k's j-th
-    fits: list[dict[str, float]] = [None] * world  # type: ignore[list-item]
-    dist.all_gather_object(fits, fit_sample_cost())
-    cfg = shared_fit(fits, ref)
-    speed = 1.0 / cfg["ref_cost"]  # samples/s at L_ref
     slow = rank >= world - slow_ranks
-    nominal = speed / SLOWDOWN if slow else speed
-    # the all-reduce of the gradient, timed alone (the simulator's communication figure)
-    grad = torch.zeros(int(cfg["params"]))
-    comm = []
-    for _ in range(12):
-        dist.barrier()
-        t = time.perf_counter()
-        dist.all_reduce(grad)
-        comm.append(time.perf_counter() - t)
-    balancer_s = {arm: calibrate_balancer(arm, B, cfg, nominal, lengths, rank, world) for arm in ARMS[1:]}
-    every_bal: list[dict[str, float]] = [None] * world  # type: ignore[list-item]
-    dist.all_gather_object(every_bal, balancer_s)
-    result: dict[str, Any] = {"comm_s": float(np.median(comm[2:])), "fit": cfg, "rank_fits": fits, "world": world,
-                              "slow_ranks": slow_ranks, "repeats": repeats,
-                              "balancer_s": {a: max(b[a] for b in every_bal) for a in ARMS[1:]}}
-    order = [ARMS[(i + r) % len(ARMS)] for r in range(repeats) for i in range(len(ARMS))]  # rotated each repeat
-    for arm in order:
-        torch.manual_seed(0)
-        slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
-        model = DDP(Block())
-        mark = Mark()
-        lb = None
-        if arm == "bucketing":
-            model.register_comm_hook(None, slowed_hook(mark.wrap(default_hooks.allreduce_hook), slowed))
-        else:
-            lb = _balancer(arm, B, cfg, nominal, slowed, lengths)
-            lb.attach(model)
-        opt = torch.optim.SGD(model.parameters(), lr=0.01)
-        phases = []
-        for k in range(steps):
-            step = list(range(k * B, (k + 1) * B))
-            dist.barrier()
-            t, cpu0 = time.perf_counter(), time.process_time()
-            mine = _mine(lb, arm, step, lengths, rank, world)
-            if lb is None:
-                if slowed is not None:
-                    slowed.begin()
-                mark.start()
-            t_pre = time.perf_counter()
-            opt.zero_grad()
-            loss = loss_of(model, mine, lengths)
-            t_fwd = time.perf_counter()
-            loss.backward()
-            t_bwd = time.perf_counter()
-            opt.step()
-            t_end = time.perf_counter()
-            marked = mark.last if lb is None else lb.clock.started_s + lb.clock.elapsed_s()
-            # seconds from the step's start: the balancer done, forward done, the last gradient bucket ready
-            # (the rank's own work, emulated slowdown included), backward returned (all-reduce done), the
-            # optimizer done; the process's CPU seconds in the step; its samples; their fitted c(L) summed
-            phases.append([t_pre - t, t_fwd - t, marked - t, t_bwd - t, t_end - t, time.process_time() - cpu0,
-                           len(mine), float(sum(cost_s(cfg, int(lengths[i])) for i in mine))])
-        if lb is not None:
-            lb.finish()
-        every: list[Any] = [None] * world
-        dist.all_gather_object(every, phases)
-        result.setdefault(arm, []).append(every)
+    result: dict[str, Any] = {"world": world, "slow_ranks": slow_ranks, "repeats": repeats, "calibration": []}
+    for rep in range(repeats):
+        calib = calibrate(rank, world, slow, ref, lengths, B)
+        result["calibration"].append(calib)
+        cfg = calib["fit"]
+        nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0)
+        for arm in [ARMS[(i + rep) % len(ARMS)] for i in range(len(ARMS))]:  # rotated each repeat
+            torch.manual_seed(0)
+            slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
+            model = DDP(Block())
+            mark = Mark()
+            lb = None
+            if arm == "bucketing":
+                model.register_comm_hook(None, slowed_hook(mark.wrap(default_hooks.allreduce_hook), slowed))
+            else:
+                lb = _balancer(arm, B, cfg, nominal, slowed, lengths)
+                lb.attach(model)
+            opt = torch.optim.SGD(model.parameters(), lr=0.01)
+            phases = []
+            for k in range(steps):
+                step = list(range(k * B, (k + 1) * B))
+                dist.barrier()
+                t, cpu0 = time.perf_counter(), time.process_time()
+                mine = _mine(lb, arm, step, lengths, rank, world)
+                if lb is None:
+                    if slowed is not None:
+                        slowed.begin()
+                    mark.start()
+                t_pre, cpu_pre = time.perf_counter(), time.process_time()
+                opt.zero_grad()
+                loss = loss_of(model, mine, lengths)
+                t_fwd = time.perf_counter()
+                loss.backward()
+                t_bwd, cpu_bwd = time.perf_counter(), time.process_time()
+                opt.step()
+                t_end = time.perf_counter()
+                marked = mark.last if lb is None else lb.clock.started_s + lb.clock.elapsed_s()
+                # seconds from the step's start: the balancer done, forward done, the last gradient bucket ready
+                # (the rank's own work, emulated slowdown included), backward returned (all-reduce done), the
+                # optimizer done; the process's CPU seconds in the step; its samples; their fitted c(L) summed;
+                # the process's CPU seconds from its samples to the end of backward
+                phases.append([t_pre - t, t_fwd - t, marked - t, t_bwd - t, t_end - t, time.process_time() - cpu0,
+                               len(mine), float(sum(cost_s(cfg, int(lengths[i])) for i in mine)), cpu_bwd - cpu_pre])
+            if lb is not None:
+                lb.finish()
+            every: list[Any] = [None] * world
+            dist.all_gather_object(every, phases)
+            result.setdefault(arm, []).append(every)
     if rank == 0:
         Path(out).write_text(json.dumps(result))
     dist.barrier()
     dist.destroy_process_group()
 
 
-PHASES = ("pre", "fwd", "mark", "bwd", "end", "cpu", "samples", "fit_s")  # the columns of a rank's step record
+PHASES = ("pre", "fwd", "mark", "bwd", "end", "cpu", "samples", "fit_s", "compute_cpu")  # the columns of a rank's step record
 
 
 def decompose(records: list[list[list[float]]], slow_ranks: int, slowdown: float, skip: int = 2) -> dict[str, Any]:
@@ -321,27 +354,35 @@ def decompose(records: list[list[list[float]]], slow_ranks: int, slowdown: float
             "tail": float((bwd.min(0) - mark.max(0)).mean()), "optimizer": float((end - bwd).mean()),
             "fit": fit.mean(1).tolist(), "fit_max": float(fit.max(0).mean()),
             "ratio": ratio.mean(1).tolist(), "ratio_cv": (ratio.std(1) / ratio.mean(1)).tolist(),
-            "samples": r[:, :, 6].mean(1).tolist(), "cpu_share": (r[:, :, 5] / end).mean(1).tolist()}
+            "samples": r[:, :, 6].mean(1).tolist(), "cpu_share": (r[:, :, 5] / end).mean(1).tolist(),
+            "compute_cpu": r[:, :, 8].mean(1).tolist()}
 
 
-def simulate(fit: dict[str, float], comm_s: float, lengths_file: Path, steps: int, folder: Path, world: int,
-             slow_ranks: int, B: int, balancer_s: dict[str, float] | None = None) -> dict[str, Any]:  # noqa: N803
-    """The simulator's mean iteration time of each arm (and its decomposition), from the fitted figures.
+MODELS = ("base", "+balancer", "+jitter")  # the simulator's figures: c(L), t0, all-reduce; + the balancer's step time; + compute jitter
 
-    ``balancer_s``: the LB-BSP arms' per-step balancer time, added to their fixed per-iteration time
-    ``t0_s`` (None: left out, as the scenario without it)."""
+
+def simulate(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path, world: int, slow_ranks: int,
+             B: int, model: str = "+jitter") -> dict[str, Any]:  # noqa: N803
+    """The simulator's mean iteration time of each arm (and its per-worker compute), from one calibration.
+
+    ``model``: ``base`` (c(L), the step's fixed time, the all-reduce), ``+balancer`` (the LB-BSP arms'
+    calibrated balancer time per step added to their fixed per-iteration time ``t0_s``: it runs before
+    every rank's compute, on every rank), ``+jitter`` (also each worker's compute jitter, lognormal with
+    the calibrated coefficient of variation: the step waits for the slowest of noisy ranks)."""
     import yaml
 
     import lbsim
 
+    fit = calib["fit"]
     speed = 1.0 / fit["ref_cost"]
     grad_bytes = int(fit["params"]) * 4
-    bw_gbps = 2 * (world - 1) / world * grad_bytes * 8 / comm_s / 1e9  # the flat ring's time = the measured all-reduce
+    bw_gbps = 2 * (world - 1) / world * grad_bytes * 8 / calib["comm_s"] / 1e9  # flat ring's time = the measured all-reduce
+    jitter = calib["jitter_cv"] if model == "+jitter" else 0.0
     out: dict[str, Any] = {}
     for arm, scheme, over in (("bucketing", "bucketing", {}), ("lbbsp count", None, {}),
                               ("lbbsp cost", None, {"scheme.balance": "cost"})):
-        t0 = fit["t0_s"] + (balancer_s or {}).get(arm, 0.0)
-        group = {"instance": "c5.xlarge", "t0_s": t0, "max_batch": B}
+        t0 = fit["t0_s"] + (calib["balancer_s"].get(arm, 0.0) if model != "base" else 0.0)
+        group = {"instance": "c5.xlarge", "t0_s": t0, "max_batch": B, "jitter_cv": jitter}
         scenario = {
             "name": "seqlen_runtime", "seed": 0,
             "workload": {"model": "resnet50_imagenet", "global_batch": B, "updates": steps, "gradient_bytes": grad_bytes,
@@ -358,8 +399,7 @@ def simulate(fit: dict[str, float], comm_s: float, lengths_file: Path, steps: in
         it = lbsim.simulate(path, scheme=scheme, overrides=over).iterations
         it = it[it["update"] >= 2]
         per_round = it.groupby("update")["end_s"].max() - it.groupby("update")["start_s"].min()
-        comp = it.groupby("worker")["compute_s"].mean().sort_index()
-        out[arm] = {"step": float(per_round.mean()), "compute": comp.tolist(),
+        out[arm] = {"step": float(per_round.mean()), "compute": it.groupby("worker")["compute_s"].mean().sort_index().tolist(),
                     "compute_max": float(it.groupby("update")["compute_s"].max().mean()),
                     "samples": it.groupby("worker")["batch"].mean().sort_index().tolist(), "t0_s": t0}
     return out
@@ -395,45 +435,52 @@ def main() -> None:
 
 
 def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path, B: int) -> dict[str, Any]:  # noqa: N803
-    """Print and return each arm's runtime decomposition beside the simulator's, before and after the
-    balancer's calibrated step time; the repeats' medians and ranges, and the cost/count ratio's."""
-    fit, world, slow_ranks = real["fit"], real["world"], real["slow_ranks"]
-    base = simulate(fit, real["comm_s"], lengths_file, steps, folder, world, slow_ranks, B)
-    full = simulate(fit, real["comm_s"], lengths_file, steps, folder, world, slow_ranks, B, real["balancer_s"])
-    print(f"fit: c(L) = {fit['c0'] * 1e3:.3f} ms + {fit['a'] * 1e6:.3f} us L + {fit['b'] * 1e9:.3f} ns L^2; "
-          f"step fixed {fit['t0_s'] * 1e3:.2f} ms; all-reduce {real['comm_s'] * 1e3:.2f} ms; L_ref {fit['ref']:.1f}; "
-          "balancer per step " + ", ".join(f"{a} {v * 1e3:.2f} ms" for a, v in real["balancer_s"].items()))
-    print(f"{world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {B}; {real['repeats']} repeat(s), "
-          "arms rotated; ms per step (mean over steps 2..), runtime median over repeats")
+    """Print and return each arm's runtime decomposition beside the simulator's under each of :data:`MODELS`
+    (each repeat simulated with the calibration measured just before it); medians and ranges over the
+    repeats, and the cost/count ratio's."""
+    world, slow_ranks, reps = real["world"], real["slow_ranks"], real["repeats"]
+    sims = [{m: simulate(c, lengths_file, steps, folder, world, slow_ranks, B, m) for m in MODELS}
+            for c in real["calibration"]]
+    for c in real["calibration"]:
+        f = c["fit"]
+        print(f"calibration: c(L) = {f['c0'] * 1e3:.3f} ms + {f['a'] * 1e6:.3f} us L + {f['b'] * 1e9:.3f} ns L^2; "
+              f"step fixed {f['t0_s'] * 1e3:.2f} ms; all-reduce {c['comm_s'] * 1e3:.2f} ms; L_ref {f['ref']:.1f}; "
+              "balancer " + ", ".join(f"{a} {v * 1e3:.2f} ms" for a, v in c["balancer_s"].items())
+              + f"; jitter cv {c['jitter_cv']:.3f}")
+    print(f"{world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {B}; {reps} repeat(s), arms rotated; "
+          "ms per step (mean over steps 2..); median [range] over the repeats")
     rows: dict[str, Any] = {}
     for arm in ARMS:
         parts = [decompose(rep, slow_ranks, SLOWDOWN) for rep in real[arm]]
-        steps_s = [p["step"] for p in parts]
+        run = [p["step"] for p in parts]
+        pred = {m: [s[m][arm]["step"] for s in sims] for m in MODELS}
 
         def med(key: str, parts: list[dict[str, Any]] = parts) -> Any:
             return np.median(np.array([p[key] for p in parts]), axis=0)
 
-        rows[arm] = {"runtime_s": float(np.median(steps_s)), "runtime_repeats_s": steps_s,
-                     "sim_base_s": base[arm]["step"], "sim_s": full[arm]["step"],
-                     "error": full[arm]["step"] / float(np.median(steps_s)) - 1,
+        rows[arm] = {"runtime_s": float(np.median(run)), "runtime_repeats_s": run,
+                     "sim_s": {m: float(np.median(v)) for m, v in pred.items()}, "sim_repeats_s": pred,
+                     "error": {m: float(np.median(v)) / float(np.median(run)) - 1 for m, v in pred.items()},
                      "parts": {k: (med(k).tolist() if isinstance(parts[0][k], list) else float(med(k))) for k in parts[0]},
-                     "sim_parts": full[arm]}
+                     "sim_parts": sims[0]["+jitter"][arm]}
         m = rows[arm]["parts"]
-        print(f"{arm:12s} runtime {rows[arm]['runtime_s'] * 1e3:6.1f} [{min(steps_s) * 1e3:.1f}, {max(steps_s) * 1e3:.1f}]"
-              f"  simulator {full[arm]['step'] * 1e3:6.1f} ({rows[arm]['error']:+.1%}; without the balancer's time "
-              f"{base[arm]['step'] * 1e3:.1f})")
+        print(f"{arm:12s} runtime {rows[arm]['runtime_s'] * 1e3:6.1f} [{min(run) * 1e3:.1f}, {max(run) * 1e3:.1f}]  simulator "
+              + "  ".join(f"{k} {rows[arm]['sim_s'][k] * 1e3:.1f} ({rows[arm]['error'][k]:+.1%})" for k in MODELS))
         print(f"{'':12s} runtime: balancer {m['balancer'] * 1e3:.1f}, compute/rank {np.round(np.array(m['compute']) * 1e3, 1)}"
               f" (max {m['compute_max'] * 1e3:.1f}), tail {m['tail'] * 1e3:.1f}, optimizer {m['optimizer'] * 1e3:.1f};"
               f" realized/fitted compute {np.round(m['ratio'], 2)} (cv {np.round(m['ratio_cv'], 2)}); "
               f"samples {np.round(m['samples'], 1)}")
-        print(f"{'':12s} simulator: compute/rank {np.round(np.array(full[arm]['compute']) * 1e3, 1)}"
-              f" (max {full[arm]['compute_max'] * 1e3:.1f}); samples {np.round(full[arm]['samples'], 1)}")
+        sp = rows[arm]["sim_parts"]
+        print(f"{'':12s} simulator (+jitter, repeat 1): compute/rank {np.round(np.array(sp['compute']) * 1e3, 1)}"
+              f" (max {sp['compute_max'] * 1e3:.1f}); samples {np.round(sp['samples'], 1)}")
     ratios = [c / n for c, n in zip(rows["lbbsp cost"]["runtime_repeats_s"], rows["lbbsp count"]["runtime_repeats_s"],
                                     strict=True)]
-    pred = rows["lbbsp cost"]["sim_s"] / rows["lbbsp count"]["sim_s"]
-    print(f"cost / count: runtime {np.median(ratios):.3f} (median of the repeats' ratios, {min(ratios):.3f}.."
-          f"{max(ratios):.3f}; cost faster in {sum(r < 1 for r in ratios)} of {len(ratios)}); simulator {pred:.3f}")
-    return {"fit": fit, "rows": rows, "cost_over_count": {"runtime": ratios, "simulator": pred}}
+    pred_ratio = [c / n for c, n in zip(rows["lbbsp cost"]["sim_repeats_s"]["+jitter"],
+                                        rows["lbbsp count"]["sim_repeats_s"]["+jitter"], strict=True)]
+    print(f"cost / count: runtime {np.median(ratios):.3f} [{min(ratios):.3f}, {max(ratios):.3f}], cost faster in "
+          f"{sum(r < 1 for r in ratios)} of {len(ratios)}; simulator (+jitter) {np.median(pred_ratio):.3f} "
+          f"[{min(pred_ratio):.3f}, {max(pred_ratio):.3f}]")
+    return {"rows": rows, "cost_over_count": {"runtime": ratios, "simulator": pred_ratio}}
 
 
 if __name__ == "__main__":
