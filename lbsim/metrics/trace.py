@@ -21,10 +21,12 @@ previous one ends).
 **Streaming.** :func:`trace_chunks` yields the JSON text piece by piece, ``CHUNK_ROWS``
 worker-iterations at a time (sorted by worker, then iteration), formatting each piece's events
 column-wise with polars, so memory is bounded by one chunk's text (tens of MB), not by the
-run's millions of events; :func:`write_trace` writes the pieces to a file, gzipped for
-``trace.json.gz`` (which Perfetto opens as is) on two threads (zlib releases the GIL; fixed blocks
-deflated apart and joined into one gzip member, as pigz does, with a fixed header: no name, no
-timestamp, reproducible bytes) and, when it takes a while, a progress bar. A million
+run's millions of events (the counters' show/hide rules run once over all rows first: ~10 bytes a
+worker-iteration, beside the records' 97); :func:`write_trace` writes the pieces to a file, gzipped for
+``trace.json.gz`` (which Perfetto opens as is) with ISA-L's deflate (``isal``: the same DEFLATE
+format, ~4x zlib's fastest level on this text and a smaller file) on two threads (it releases the
+GIL; fixed blocks deflated apart and joined into one gzip member, as pigz does, with a fixed
+header: no name, no timestamp, reproducible bytes) and, when it takes a while, a progress bar. A million
 worker-iterations make ~3 M events, ~0.35 GB of JSON, ~60 MB gzipped (docs/performance.md has the
 measured cost). :func:`chrome_trace` parses the same text back into a dict, for checks and small
 runs; :func:`trace_text` prints such a dict in the same layout.
@@ -36,7 +38,6 @@ import io
 import itertools
 import json
 import struct
-import zlib
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -44,6 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from isal import isal_zlib
 
 from lbsim.metrics.records import IterationRecord, IterationTable, UpdateRecord, UpdateTable
 from lbsim.metrics.writers import atomic_file
@@ -53,7 +55,7 @@ _PID = 1
 _UPDATES_TID = 0  # workers are tids 1..n
 _SERVER_PID = 2
 CHUNK_ROWS = 65_536  # worker-iterations formatted at a time (bounds memory to one chunk's text)
-GZIP_LEVEL = 1  # zlib's fastest level: ~3x faster than 6 on this text for a file ~1.4x larger
+GZIP_LEVEL = 1  # ISA-L's level 1 (of 0-3): 460 MB/s on this text, 6.0x smaller; zlib's level 1: 110 MB/s, 5.4x
 _SLOWDOWN_REL = 0.05
 _TRACED = ("worker", "iteration", "update", "staleness", "batch", "dropped", "start_s",
            *(f"{phase}_s" for phase in PHASES))  # the iteration columns a trace shows
@@ -163,41 +165,43 @@ def _event_lines(chunk: dict[str, np.ndarray], slow: np.ndarray | None, slow_kee
                  batch_keep: np.ndarray) -> memoryview:
     """The chunk's events as JSON, each followed by ",\n", row by row: counters, then the phases in order.
 
-    Column-wise with polars (its string building runs outside the GIL): each number is turned into
-    text once, each row's events are joined into one string ending in ",\n", and the rows' strings,
-    which Arrow keeps back to back in one buffer, are that buffer (no copy).
+    Column-wise with polars (its string building runs outside the GIL): each kind of event is
+    built as one string column, only for the rows that show it (a counter changes on few rows, a
+    phase of zero length is left out), each number turned into text once; each row's events are
+    joined into one string ending in ",\n", and the rows' strings, which Arrow keeps back to back
+    in one buffer, are that buffer (no copy).
     """
     import polars as pl
 
+    t = chunk["start_s"].copy()
     cols: dict[str, Any] = {"w": chunk["worker"], "tid": chunk["worker"] + 1, "batch": chunk["batch"],
                             "it": chunk["iteration"], "upd": chunk["update"], "stal": chunk["staleness"],
-                            "dropped": chunk["dropped"], "bk": batch_keep, "ts0": _us(chunk["start_s"])}
-    t = chunk["start_s"].copy()
+                            "dropped": chunk["dropped"]}
+    shows: dict[str, np.ndarray] = {"batch": batch_keep}
+    ts = _us(t)
+    cols["ts0"] = ts
     for phase in PHASES:
         dur = chunk[f"{phase}_s"]
-        ts = _us(t)
-        cols[f"{phase}_ts"] = ts
-        cols[f"{phase}_dur"] = np.round(_us(t + dur) - ts, 3)  # from rounded boundaries: a track's events abut
-        cols[f"{phase}_on"] = dur > 0
         t = t + dur
-    shown = batch_keep | np.logical_or.reduce([cols[f"{phase}_on"] for phase in PHASES])
+        end = _us(t)
+        cols[f"{phase}_ts"], cols[f"{phase}_dur"] = ts, np.round(end - ts, 3)  # rounded boundaries: events abut
+        shows[phase] = dur > 0
+        ts = end
     if slow is not None and slow_keep is not None:
-        cols["slow"], cols["sk"] = slow, slow_keep
-        shown |= slow_keep
+        cols["slow"] = slow
+        shows["slowdown"] = slow_keep
+    shown = np.logical_or.reduce(list(shows.values()))
     if not shown.any():
         return memoryview(b"")
     if not shown.all():  # a row without events would leave an empty line
         cols = {k: v[shown] for k, v in cols.items()}
-    texts = [k for k, v in cols.items() if v.dtype != bool]
+        shows = {k: v[shown] for k, v in shows.items()}
     c, lit = pl.col, pl.lit
-
-    parts = [pl.when(c("bk")).then(pl.concat_str([
-        lit('{"name":"batch w'), c("w"), lit('","ph":"C","pid":1,"tid":'), c("tid"), lit(',"ts":'), c("ts0"),
-        lit(',"args":{"batch":'), c("batch"), lit("}}")]))]
-    if "slow" in cols:
-        parts.append(pl.when(c("sk")).then(pl.concat_str([
-            lit('{"name":"slowdown w'), c("w"), lit('","ph":"C","pid":1,"tid":'), c("tid"), lit(',"ts":'), c("ts0"),
-            lit(',"args":{"slowdown":'), c("slow"), lit("}}")])))
+    kinds: dict[str, list[pl.Expr]] = {
+        "batch": [lit('{"name":"batch w'), c("w"), lit('","ph":"C","pid":1,"tid":'), c("tid"), lit(',"ts":'),
+                  c("ts0"), lit(',"args":{"batch":'), c("batch"), lit("}}")],
+        "slowdown": [lit('{"name":"slowdown w'), c("w"), lit('","ph":"C","pid":1,"tid":'), c("tid"), lit(',"ts":'),
+                     c("ts0"), lit(',"args":{"slowdown":'), c("slow"), lit("}}")]}
     for phase in PHASES:
         pieces = [lit(f'{{"name":"{phase}","ph":"X","pid":1,"tid":'), c("tid"), lit(',"ts":'), c(f"{phase}_ts"),
                   lit(',"dur":'), c(f"{phase}_dur")]
@@ -205,10 +209,23 @@ def _event_lines(chunk: dict[str, np.ndarray], slow: np.ndarray | None, slow_kee
             pieces += [lit(',"args":{"iteration":'), c("it"), lit(',"batch":'), c("batch"), lit(',"update":'),
                        c("upd"), lit(',"staleness":'), c("stal"),
                        pl.when(c("dropped")).then(lit(',"dropped":true}')).otherwise(lit("}"))]
-        parts.append(pl.when(c(f"{phase}_on")).then(pl.concat_str([*pieces, lit("}")])))
+        kinds[phase] = [*pieces, lit("}")]
+    frame = pl.DataFrame(cols)
+    n = frame.height
+    events: list[pl.Series] = []
+    for kind in ("batch", "slowdown", *PHASES):  # a row's events in this order
+        if kind not in shows or not shows[kind].any():
+            continue
+        text = pl.concat_str(kinds[kind]).alias(kind)
+        if shows[kind].all():
+            events.append(frame.select(text).to_series())
+        else:  # built on the rows that show it; null elsewhere (skipped when the row is joined)
+            rows_shown = np.flatnonzero(shows[kind])
+            part = frame[rows_shown].select(text).to_series()
+            events.append(pl.repeat(None, n, dtype=pl.Utf8, eager=True).alias(kind).scatter(rows_shown, part))
     # the trailing "" gives every row a final separator; a row's absent events are nulls, skipped
-    rows = (pl.DataFrame(cols).with_columns(c(k).cast(pl.Utf8) for k in texts)
-            .select(pl.concat_str([*parts, lit("")], separator=",\n", ignore_nulls=True)).to_series().to_arrow())
+    rows = (pl.DataFrame(events).select(pl.concat_str([*(c(e.name) for e in events), lit("")], separator=",\n",
+                                                      ignore_nulls=True)).to_series().to_arrow())
     return _string_data(rows)
 
 
@@ -255,21 +272,27 @@ def trace_chunks(
         head.append({"ph": "M", "pid": _PID, "tid": w + 1, "name": "thread_sort_index", "args": {"sort_index": w}})
     yield _lines(head, first=True)
 
+    # rows by worker, then iteration; the counters' rules run once over all rows (sequential within a
+    # worker: all workers in lockstep at once), ~10 bytes a row beside the records' 97
     order = np.lexsort((it["iteration"], it["worker"]))
-    last_slow: dict[int, float] = {}
-    last_batch: dict[int, int] = {}
+    w_all, b_all = it["worker"][order], it["batch"][order]
+    batch_keep_all = _batch_emits(w_all, b_all, {})
+    slow_all = slow_keep_all = None
+    if nominal_compute_s:
+        compute_all = it["compute_s"][order]
+        nominal = _nominal(w_all, b_all, nominal_compute_s)
+        valid = (compute_all > 0) & (nominal > 0)
+        slow_all = np.full(n_rows, np.nan)
+        slow_all[valid] = np.round(compute_all[valid] / nominal[valid], 2)
+        slow_keep_all = _slowdown_emits(w_all, slow_all, {})
     for lo in range(0, n_rows, chunk_rows):
         idx = order[lo:lo + chunk_rows]
         chunk = {k: it[k][idx] for k in _TRACED}
-        w, b = chunk["worker"], chunk["batch"]
-        batch_keep = _batch_emits(w, b, last_batch)
+        rows = slice(lo, lo + chunk_rows)
+        batch_keep = batch_keep_all[rows]
         slow = slow_keep = None
-        if nominal_compute_s:
-            nominal = _nominal(w, b, nominal_compute_s)
-            valid = (chunk["compute_s"] > 0) & (nominal > 0)
-            slow = np.full(len(w), np.nan)
-            slow[valid] = np.round(chunk["compute_s"][valid] / nominal[valid], 2)
-            slow_keep = _slowdown_emits(w, slow, last_slow)
+        if slow_all is not None and slow_keep_all is not None:
+            slow, slow_keep = slow_all[rows], slow_keep_all[rows]
         yield _event_lines(chunk, slow, slow_keep, batch_keep)
         if on_progress is not None:
             on_progress(min(lo + chunk_rows, n_rows) / max(n_rows, 1))
@@ -358,12 +381,13 @@ def _deflate_block(block: bytes | memoryview, primer: bytes) -> bytes:
     """``block`` as raw deflate data ending on a byte boundary (a sync flush), so that blocks deflated
     apart and put one after another form one deflate stream; ``primer`` is the text just before it."""
     kw = {"zdict": primer} if primer else {}
-    c = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS, 8, zlib.Z_DEFAULT_STRATEGY, **kw)
-    return c.compress(block) + c.flush(zlib.Z_SYNC_FLUSH)
+    c = isal_zlib.compressobj(GZIP_LEVEL, isal_zlib.DEFLATED, -isal_zlib.MAX_WBITS, isal_zlib.DEF_MEM_LEVEL,
+                              isal_zlib.Z_DEFAULT_STRATEGY, **kw)
+    return c.compress(block) + c.flush(isal_zlib.Z_SYNC_FLUSH)
 
 
 class _Sink:
-    """Writes byte pieces to ``fh``, gzipped if asked, compressing on two threads (zlib releases the GIL).
+    """Writes byte pieces to ``fh``, gzipped if asked, compressing on two threads (ISA-L releases the GIL).
 
     Gzip as pigz writes it: the text is cut into blocks of ``block_bytes``, each deflated on its own
     (primed with the previous block's last 32 KiB, so matches reach back as in one stream) and ended
@@ -405,7 +429,7 @@ class _Sink:
 
     def _submit(self, block: bytes | memoryview) -> None:
         assert self._pool is not None
-        self._crc = zlib.crc32(block, self._crc)
+        self._crc = isal_zlib.crc32(block, self._crc)
         self._size += len(block)
         self._pending.append(self._pool.submit(_deflate_block, block, self._primer))
         self._primer = bytes(block[-_WINDOW_BYTES:])
