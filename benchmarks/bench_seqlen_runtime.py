@@ -30,6 +30,7 @@ its load: the load average is printed before and after.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -96,28 +97,48 @@ def tokens(i: int, length: int) -> torch.Tensor:
     return torch.randint(0, V, (length,), generator=g)
 
 
-def loss_of(model: torch.nn.Module, samples: list[int], lengths: np.ndarray) -> torch.Tensor:
-    """Mean over the samples of each sample's token-mean next-token loss (a per-sample mean)."""
-    total = torch.zeros(())
-    for i in samples:
-        x = tokens(i, int(lengths[i]))
-        total = total + torch.nn.functional.cross_entropy(model(x[:-1]), x[1:])
-    return total / max(len(samples), 1)
+def sample_loss(model: torch.nn.Module, i: int, lengths: np.ndarray) -> torch.Tensor:
+    """Sample i's token-mean next-token loss."""
+    x = tokens(i, int(lengths[i]))
+    return torch.nn.functional.cross_entropy(model(x[:-1]), x[1:])
+
+
+def train_samples(model: torch.nn.Module, samples: list[int], lengths: np.ndarray, slowed: Any = None) -> None:
+    """Forward and backward of each sample in turn, the gradients accumulated (the per-sample mean loss:
+    each backward of ``loss_i / n``); under DDP only the last backward all-reduces (``no_sync`` before).
+
+    A slowed rank stretches its work sample by sample (:meth:`SlowedRank.after_bucket` after each
+    sample; the last one's bucket hook stretches the rest), so a rank slowed ``f``x computes ``1/f`` of
+    the time throughout its step instead of in one burst at its start: the ranks then rarely want
+    more cores than the host has (see the module docstring)."""
+    n = len(samples)
+    if n == 0:  # a rank with no sample still joins the step's all-reduce, with a zero gradient
+        sum(p.sum() for p in model.parameters()).mul(0.0).backward()
+        return
+    sync = getattr(model, "no_sync", None)
+    for j, i in enumerate(samples):
+        last = j == n - 1
+        with (contextlib.nullcontext() if last or sync is None else sync()):
+            (sample_loss(model, i, lengths) / n).backward()
+        if not last and slowed is not None:
+            slowed.after_bucket()
 
 
 def fit_sample_cost() -> dict[str, float]:
     """c(L) = c0 + a L + b L^2 in seconds (forward + backward of one sample), and the step's fixed time.
 
-    Timed inside the job, on every rank at once, so the fit sees the processor sharing the arms see."""
+    Timed inside the job on one rank at a time (:func:`run_alone`): the unit of work the arms' steps
+    are made of (a sample's tokens, forward, backward), on a core to itself, as the arms' ranks mostly
+    are (the module docstring)."""
     torch.manual_seed(0)
     model = Block()
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     grid = [8, 32, 64, 128, 256, 384, 512, 768]
     xs, ts = [], []
-    for rep in range(4):
+    for rep in range(6):
         for L in grid:
-            x = tokens(rep, L)
             t = time.perf_counter()
+            x = tokens(rep, L)
             torch.nn.functional.cross_entropy(model(x[:-1]), x[1:]).backward()
             dt = time.perf_counter() - t
             if rep:  # the first pass warms up
@@ -215,23 +236,50 @@ def calibrate_balancer(arm: str, B: int, cfg: dict[str, float], nominal: float, 
     return float(np.median(spent[3:]))
 
 
-def calibrate_jitter(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, rounds: int = 8) -> float:
-    """The spread of one rank's compute from step to step at a fixed batch: the coefficient of variation
-    of ``rounds`` timed forward+backward passes of the same samples (this rank's share of a step, every
-    rank at once, barrier-aligned as the arms' steps; the first two warm up)."""
+def run_alone(fn: Any, rank: int, world: int) -> Any:
+    """``fn()`` on each rank in turn, the others waiting at a barrier (a core to itself): this rank's result."""
     import torch.distributed as dist
+
+    mine = None
+    for r in range(world):
+        dist.barrier()
+        if r == rank:
+            mine = fn()
+    dist.barrier()
+    return mine
+
+
+def calibrate_share(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool,
+                    rounds: int = 8) -> tuple[float, float]:
+    """This rank's processor share and its compute's step-to-step spread, with every rank at once.
+
+    Each rank computes its share of one step's samples (every ``world``-th) ``rounds`` times, all ranks
+    together and barrier-aligned as in the arms, a slowed rank stretching its work sample by sample as
+    in the arms (:func:`train_samples`): ``share`` is the median of realized / predicted (the c(L) fitted
+    alone, x the slowdown) over the rounds after the first two, >= 1 when other processes (the other
+    ranks, other jobs on the host) take part of this rank's core; ``cv`` the ratio's coefficient of
+    variation (the simulator's ``jitter_cv``)."""
+    import torch.distributed as dist
+
+    from lbsim.runtime.ddp import SlowedRank, constant_slowdown
 
     torch.manual_seed(0)
     model = Block()
     mine = list(range(rank, len(step), world))
-    spent = []
+    slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
+    pred = sum(cost_s(cfg, int(step[i])) for i in mine) * (SLOWDOWN if slow else 1.0)
+    ratios = []
     for _ in range(rounds):
         dist.barrier()
         t = time.perf_counter()
-        loss_of(model, mine, step).backward()
-        spent.append(time.perf_counter() - t)
-    kept = np.array(spent[2:])
-    return float(kept.std() / kept.mean())
+        if slowed is not None:
+            slowed.begin()
+        train_samples(model, mine, step, slowed)
+        if slowed is not None:  # the last sample's stretch (the DDP hook's, in the arms)
+            slowed.after_bucket()
+        ratios.append((time.perf_counter() - t) / pred)
+    kept = np.array(ratios[2:])
+    return float(np.median(kept)), float(kept.std() / kept.mean())
 
 
 def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray, B: int) -> dict[str, Any]:  # noqa: N803
@@ -242,7 +290,8 @@ def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray
     import torch.distributed as dist
 
     fits: list[dict[str, float]] = [None] * world  # type: ignore[list-item]
-    dist.all_gather_object(fits, fit_sample_cost())
+    alone = run_alone(fit_sample_cost, rank, world)
+    dist.all_gather_object(fits, alone)
     cfg = shared_fit(fits, ref)
     nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0)
     grad = torch.zeros(int(cfg["params"]))
@@ -252,13 +301,15 @@ def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray
         t = time.perf_counter()
         dist.all_reduce(grad)
         comm.append(time.perf_counter() - t)
+    share, cv = calibrate_share(cfg, lengths[:B], rank, world, slow)
     mine = {"balancer_s": {arm: calibrate_balancer(arm, B, cfg, nominal, lengths, rank, world) for arm in ARMS[1:]},
-            "jitter_cv": calibrate_jitter(cfg, lengths[:B], rank, world), "comm_s": float(np.median(comm[2:]))}
+            "share": share, "cv": cv, "comm_s": float(np.median(comm[2:])), "slow": slow}
     every: list[dict[str, Any]] = [None] * world  # type: ignore[list-item]
     dist.all_gather_object(every, mine)
     return {"fit": cfg, "rank_fits": fits, "comm_s": float(np.median([e["comm_s"] for e in every])),
             "balancer_s": {a: max(e["balancer_s"][a] for e in every) for a in ARMS[1:]},  # the slowest rank's: all wait
-            "jitter_cv": float(np.mean([e["jitter_cv"] for e in every]))}
+            "share": {g: float(np.mean([e["share"] for e in every if e["slow"] == (g == "slow")])) for g in ("fast", "slow")},
+            "rank_share": [e["share"] for e in every], "jitter_cv": float(np.mean([e["cv"] for e in every]))}
 
 
 def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float, world: int, slow_ranks: int,
@@ -279,7 +330,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
         calib = calibrate(rank, world, slow, ref, lengths, B)
         result["calibration"].append(calib)
         cfg = calib["fit"]
-        nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0)
+        nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0) / calib["share"]["slow" if slow else "fast"]
         for arm in [ARMS[(i + rep) % len(ARMS)] for i in range(len(ARMS))]:  # rotated each repeat
             torch.manual_seed(0)
             slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
@@ -304,18 +355,16 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
                     mark.start()
                 t_pre, cpu_pre = time.perf_counter(), time.process_time()
                 opt.zero_grad()
-                loss = loss_of(model, mine, lengths)
-                t_fwd = time.perf_counter()
-                loss.backward()
+                train_samples(model, mine, lengths, slowed)
                 t_bwd, cpu_bwd = time.perf_counter(), time.process_time()
                 opt.step()
                 t_end = time.perf_counter()
                 marked = mark.last if lb is None else lb.clock.started_s + lb.clock.elapsed_s()
-                # seconds from the step's start: the balancer done, forward done, the last gradient bucket ready
+                # seconds from the step's start: the balancer done, the last gradient bucket ready
                 # (the rank's own work, emulated slowdown included), backward returned (all-reduce done), the
                 # optimizer done; the process's CPU seconds in the step; its samples; their fitted c(L) summed;
                 # the process's CPU seconds from its samples to the end of backward
-                phases.append([t_pre - t, t_fwd - t, marked - t, t_bwd - t, t_end - t, time.process_time() - cpu0,
+                phases.append([t_pre - t, marked - t, t_bwd - t, t_end - t, time.process_time() - cpu0,
                                len(mine), float(sum(cost_s(cfg, int(lengths[i])) for i in mine)), cpu_bwd - cpu_pre])
             if lb is not None:
                 lb.finish()
@@ -328,7 +377,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
     dist.destroy_process_group()
 
 
-PHASES = ("pre", "fwd", "mark", "bwd", "end", "cpu", "samples", "fit_s", "compute_cpu")  # the columns of a rank's step record
+PHASES = ("pre", "mark", "bwd", "end", "cpu", "samples", "fit_s", "compute_cpu")  # the columns of a rank's step record
 
 
 def decompose(records: list[list[list[float]]], slow_ranks: int, slowdown: float, skip: int = 2) -> dict[str, Any]:
@@ -344,9 +393,9 @@ def decompose(records: list[list[list[float]]], slow_ranks: int, slowdown: float
     ``ratio_cv``: its spread over the steps (coefficient of variation, per rank)."""
     r = np.asarray(records, dtype=np.float64)[:, skip:, :]  # rank, step, phase
     world = r.shape[0]
-    pre, mark, bwd, end = r[:, :, 0], r[:, :, 2], r[:, :, 3], r[:, :, 4]
+    pre, mark, bwd, end = r[:, :, 0], r[:, :, 1], r[:, :, 2], r[:, :, 3]
     compute = mark - pre
-    fit = r[:, :, 7] * np.where(np.arange(world) >= world - slow_ranks, slowdown, 1.0)[:, None]
+    fit = r[:, :, 6] * np.where(np.arange(world) >= world - slow_ranks, slowdown, 1.0)[:, None]
     ratio = compute / np.maximum(fit, 1e-12)
     return {"step": float(end.max(0).mean()), "balancer": float(pre.max(0).mean()),
             "compute": compute.mean(1).tolist(), "compute_max": float(compute.max(0).mean()),
@@ -354,21 +403,26 @@ def decompose(records: list[list[list[float]]], slow_ranks: int, slowdown: float
             "tail": float((bwd.min(0) - mark.max(0)).mean()), "optimizer": float((end - bwd).mean()),
             "fit": fit.mean(1).tolist(), "fit_max": float(fit.max(0).mean()),
             "ratio": ratio.mean(1).tolist(), "ratio_cv": (ratio.std(1) / ratio.mean(1)).tolist(),
-            "samples": r[:, :, 6].mean(1).tolist(), "cpu_share": (r[:, :, 5] / end).mean(1).tolist(),
-            "compute_cpu": r[:, :, 8].mean(1).tolist()}
+            "samples": r[:, :, 5].mean(1).tolist(), "cpu_share": (r[:, :, 4] / end).mean(1).tolist(),
+            "compute_cpu": r[:, :, 7].mean(1).tolist()}
 
 
-MODELS = ("base", "+balancer", "+jitter")  # the simulator's figures: c(L), t0, all-reduce; + the balancer's step time; + compute jitter
+# the simulator's figures, each adding to the one before: c(L) fitted alone, t0, the all-reduce; the ranks' processor
+# shares; the balancer's time per step; the compute's jitter
+MODELS = ("base", "+share", "+balancer", "+jitter")
 
 
 def simulate(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path, world: int, slow_ranks: int,
              B: int, model: str = "+jitter") -> dict[str, Any]:  # noqa: N803
     """The simulator's mean iteration time of each arm (and its per-worker compute), from one calibration.
 
-    ``model``: ``base`` (c(L), the step's fixed time, the all-reduce), ``+balancer`` (the LB-BSP arms'
-    calibrated balancer time per step added to their fixed per-iteration time ``t0_s``: it runs before
-    every rank's compute, on every rank), ``+jitter`` (also each worker's compute jitter, lognormal with
-    the calibrated coefficient of variation: the step waits for the slowest of noisy ranks)."""
+    ``model`` (:data:`MODELS`, each adding to the one before): ``base`` (c(L) fitted on a core to
+    itself, the step's fixed time, the all-reduce), ``+share`` (each group's speed divided by its
+    calibrated processor share: the host's other processes take part of each core), ``+balancer``
+    (the LB-BSP arms' calibrated balancer time per step added to their fixed per-iteration time
+    ``t0_s``: it runs before every rank's compute, on every rank), ``+jitter`` (each worker's compute
+    jitter, lognormal with the calibrated coefficient of variation: the step waits for the slowest of
+    noisy ranks)."""
     import yaml
 
     import lbsim
@@ -377,11 +431,13 @@ def simulate(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path
     speed = 1.0 / fit["ref_cost"]
     grad_bytes = int(fit["params"]) * 4
     bw_gbps = 2 * (world - 1) / world * grad_bytes * 8 / calib["comm_s"] / 1e9  # flat ring's time = the measured all-reduce
-    jitter = calib["jitter_cv"] if model == "+jitter" else 0.0
+    level = MODELS.index(model)
+    share = calib["share"] if level >= 1 else {"fast": 1.0, "slow": 1.0}
+    jitter = calib["jitter_cv"] if level >= 3 else 0.0
     out: dict[str, Any] = {}
     for arm, scheme, over in (("bucketing", "bucketing", {}), ("lbbsp count", None, {}),
                               ("lbbsp cost", None, {"scheme.balance": "cost"})):
-        t0 = fit["t0_s"] + (calib["balancer_s"].get(arm, 0.0) if model != "base" else 0.0)
+        t0 = fit["t0_s"] + (calib["balancer_s"].get(arm, 0.0) if level >= 2 else 0.0)
         group = {"instance": "c5.xlarge", "t0_s": t0, "max_batch": B, "jitter_cv": jitter}
         scenario = {
             "name": "seqlen_runtime", "seed": 0,
@@ -389,8 +445,8 @@ def simulate(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path
                          "sample_cost": {"lengths": {"name": "file", "path": str(lengths_file.resolve())},
                                          "cost_linear": fit["a"], "cost_quadratic": fit["b"], "cost_per_sample": fit["c0"],
                                          "reference_tokens": fit["ref"]}},
-            "cluster": {"groups": [{**group, "count": world - slow_ranks, "samples_per_s": speed},
-                                   {**group, "count": slow_ranks, "samples_per_s": speed / SLOWDOWN}]},
+            "cluster": {"groups": [{**group, "count": world - slow_ranks, "samples_per_s": speed / share["fast"]},
+                                   {**group, "count": slow_ranks, "samples_per_s": speed / SLOWDOWN / share["slow"]}]},
             "network": {"name": "ring_allreduce", "alpha_s": 0.0, "bandwidth_gbps": bw_gbps},
             "scheme": {"name": "lbbsp", "variant": "gpu_model", "split_dead_band": 0.1},
         }
@@ -409,9 +465,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=14)
     ap.add_argument("--world", type=int, default=3, help="gloo ranks (3-4: the issue's runtime check)")
-    ap.add_argument("--slow-ranks", type=int, default=1, help=f"the last ranks slowed {SLOWDOWN}x")
+    ap.add_argument("--slow-ranks", type=int, default=2, help=f"the last ranks slowed {SLOWDOWN}x")
     ap.add_argument("--repeats", type=int, default=1, help="each arm this many times, the arms' order rotated")
-    ap.add_argument("--batch", type=int, default=32, help="global batch B (samples per step, all ranks)")
+    ap.add_argument("--batch", type=int, default=48, help="global batch B (samples per step, all ranks)")
     ap.add_argument("--out", default="runs/seqlen_runtime.json")
     args = ap.parse_args()
     if not (2 <= args.world <= 8 and 1 <= args.slow_ranks < args.world and 1 <= args.repeats <= 20
@@ -446,7 +502,8 @@ def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path
         print(f"calibration: c(L) = {f['c0'] * 1e3:.3f} ms + {f['a'] * 1e6:.3f} us L + {f['b'] * 1e9:.3f} ns L^2; "
               f"step fixed {f['t0_s'] * 1e3:.2f} ms; all-reduce {c['comm_s'] * 1e3:.2f} ms; L_ref {f['ref']:.1f}; "
               "balancer " + ", ".join(f"{a} {v * 1e3:.2f} ms" for a, v in c["balancer_s"].items())
-              + f"; jitter cv {c['jitter_cv']:.3f}")
+              + f"; processor share (realized / fitted) fast {c['share']['fast']:.2f}, slow {c['share']['slow']:.2f}"
+              f"; jitter cv {c['jitter_cv']:.3f}")
     print(f"{world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {B}; {reps} repeat(s), arms rotated; "
           "ms per step (mean over steps 2..); median [range] over the repeats")
     rows: dict[str, Any] = {}

@@ -52,7 +52,7 @@ def test_bucketing_rule_is_the_simulators(bench) -> None:  # type: ignore[no-unt
 
 
 def _record(pre: float, compute: float, allreduce_end: float, end: float, samples: int, fit: float) -> list[float]:
-    return [pre, pre + compute / 2, pre + compute, allreduce_end, end, 0.0, samples, fit, compute]
+    return [pre, pre + compute, allreduce_end, end, 0.0, samples, fit, compute]
 
 
 def test_decompose_recovers_the_phases(bench) -> None:  # type: ignore[no-untyped-def]
