@@ -1,30 +1,50 @@
-"""Mixed hardware plus sequence lengths, for real (gloo, 4 CPU ranks) and in the simulator.
+"""Mixed hardware plus sequence lengths, for real (gloo, CPU ranks) and in the simulator.
 
-Run: ``python benchmarks/bench_seqlen_runtime.py [--steps 14] [--world 4] [--slow-ranks 2] [--repeats 1]
-[--out runs/seqlen_runtime.json]``.
+Run: ``python benchmarks/bench_seqlen_runtime.py [--world 3] [--slow-ranks 2] [--batch 48] [--steps 14]
+[--repeats 1] [--out runs/seqlen_runtime.json]``.
 
 A small length-sensitive model — one self-attention block (d = 48) over each sample's own token
 sequence, a next-token head, per-sample token-mean loss, float32, one thread per rank — trains on
 synthetic token sequences whose lengths are the shipped Azure conversation lengths
-(data/token_lengths/azure_conv_2023.csv) divided by ``SCALE`` and capped at ``CAP`` tokens. The last
-``--slow-ranks`` of the ``--world`` ranks (by default ranks 2 and 3 of 4) are slowed ``SLOWDOWN`` x for
-the whole run (the library's emulated contention, :mod:`lbsim.runtime.ddp.inject`): fast and slow
-"GPUs". Three arms, the same samples in the same order (the epoch permutation of seed 0), ``--steps``
-steps of global batch ``B`` (``--batch``, default 32), run ``--repeats`` times with the arms' order rotated each repeat (so no
-arm always runs first or last on a machine whose load drifts):
+(data/token_lengths/azure_conv_2023.csv) divided by ``SCALE`` and capped at ``CAP`` tokens. Step k's
+``B`` samples are the simulator's round k (the same seed, the same lengths in the same order: both
+engines compute the same steps). The last ``--slow-ranks`` of the ``--world`` ranks are slowed
+``SLOWDOWN`` x (the library's emulated contention, :mod:`lbsim.runtime.ddp.inject`): fast and slow
+"GPUs". Three arms, ``--steps`` steps each, run ``--repeats`` times with the arms' order rotated each
+repeat (no arm always runs first or last on a host whose load drifts):
 
 * ``bucketing``: each step's samples sorted by length, B/world consecutive ones per rank, plain DDP;
 * ``lbbsp count``: :class:`lbsim.runtime.ddp.LoadBalancer` (gpu_model, lag 0, a decision per step);
 * ``lbbsp cost``: the same with ``lengths=`` (the step's samples partitioned by predicted cost).
 
-Figures: each arm's mean step time over steps 3.. (the first ones warm up and let the fits learn),
-its median and range over the repeats, and the simulator's prediction of it. The simulator's figures are fitted here, inside the job before the arms run
-(every rank at once, so the fit sees the processor sharing the arms see), by code in this file: the
-per-sample cost ``c(L) = c0 + a L + b L^2`` (least squares over timed single samples at 8 lengths,
-averaged over the ranks), the fixed time of a step, and the all-reduce time of the model's gradient
-over gloo (4 ranks); the simulator then runs ``scenarios``-style YAML built from
-them (written beside the JSON output) for the three schemes. Timings on a shared machine move with
-its load: the load average is printed before and after.
+A rank computes its samples one at a time (forward, backward, gradients accumulated; DDP all-reduces
+after the last), and a slowed rank sleeps after each sample until ``SLOWDOWN`` x its real time so
+far. Stretching once per step instead would run every rank's real work in a burst at the step's
+start: on a host with fewer cores than ranks the ranks then share cores at the start of a step and
+not later, differently in each arm, and no per-rank speed describes them (measured: realized /
+fitted compute 0.6-0.8 on fast ranks, 1.0-1.2 on the slowed one). Sample by sample, a slowed rank
+uses ``1/SLOWDOWN`` of a core throughout its step; one fast and two slowed ranks want 1.8 cores.
+
+Calibration, before each repeat's arms (the simulator's figures; none is taken from the arms):
+
+* ``c(L) = c0 + a L + b L^2``: non-negative least squares over timed single samples at 8 lengths,
+  each rank alone (the others wait), coefficients averaged over the ranks: a sample's work;
+* the processor share of each group: every rank at once computes its third of step 0's samples 8
+  times, barrier-aligned as in the arms, slowed ranks stretching: realized / (fitted x slowdown),
+  median over the rounds, mean over the group's ranks (other jobs on the host, and the ranks
+  themselves, take part of each core); the ratio's coefficient of variation is the compute's jitter;
+* the step's fixed time (the optimizer), the gradient's all-reduce alone, and each LB-BSP arm's
+  balancer per step (its collectives, rank 0's decision, the partition), timed in 8 steps of the
+  balancer alone with each rank computing its samples between them as in the arms.
+
+The simulator then runs each arm on a scenario built from them (written beside the JSON output),
+four ways, each adding one term: ``base`` (c(L), fixed time, all-reduce), ``+share`` (group speeds
+divided by their shares), ``+balancer`` (the balancer's time in the LB-BSP arms' ``t0_s``),
+``+jitter`` (``jitter_cv``, lognormal per worker and step). Each rank records per step when the
+balancer hands it its samples, its last gradient bucket, the all-reduce's and the optimizer's ends
+(:func:`decompose`). Figures: each arm's mean step over steps 2.. (the first warm up and let the
+fits learn), median and range over the repeats, beside the simulator's; the cost/count ratio per
+repeat. The load average is printed before and after.
 """
 
 from __future__ import annotations
@@ -215,15 +235,21 @@ def _mine(lb: Any, arm: str, step: list[int], lengths: np.ndarray, rank: int, wo
 
 
 def calibrate_balancer(arm: str, B: int, cfg: dict[str, float], nominal: float, lengths: np.ndarray,  # noqa: N803
-                       rank: int, world: int, rounds: int = 12) -> float:
+                       rank: int, world: int, slow: bool, rounds: int = 8) -> float:
     """The balancer's own time per step (collectives, rank 0's decision, the partition), timed alone.
 
     Like the all-reduce's, a figure of the calibration phase: ``rounds`` steps of the arm's balancer on
-    the first step's samples with no model behind them (each rank's "compute" a sleep of its predicted
-    time, so the decisions see the speeds they will see), median over the steps after the first three."""
+    step 0's samples, each rank computing its samples between them as in the arms (a plain model, no
+    all-reduce; slowed ranks stretching), so the ranks wake into the balancer's collectives from the
+    same busy state as in the arms; median over the steps after the first three, the slowest rank's."""
     import torch.distributed as dist
 
+    from lbsim.runtime.ddp import SlowedRank, constant_slowdown
+
     lb = _balancer(arm, B, cfg, nominal, None, lengths)
+    slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
+    torch.manual_seed(0)
+    model = Block()
     step = list(range(B))
     spent = []
     for _ in range(rounds):
@@ -231,7 +257,11 @@ def calibrate_balancer(arm: str, B: int, cfg: dict[str, float], nominal: float, 
         t = time.perf_counter()
         mine = _mine(lb, arm, step, lengths, rank, world)
         spent.append(time.perf_counter() - t)
-        time.sleep(min(sum(cost_s(cfg, int(lengths[i])) for i in mine) * (cfg["ref_cost"] * nominal) ** -1, 0.5))
+        if slowed is not None:
+            slowed.begin()
+        train_samples(model, mine, lengths, slowed)
+        if slowed is not None:
+            slowed.after_bucket()
     lb.finish()
     return float(np.median(spent[3:]))
 
@@ -302,7 +332,8 @@ def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray
         dist.all_reduce(grad)
         comm.append(time.perf_counter() - t)
     share, cv = calibrate_share(cfg, lengths[:B], rank, world, slow)
-    mine = {"balancer_s": {arm: calibrate_balancer(arm, B, cfg, nominal, lengths, rank, world) for arm in ARMS[1:]},
+    mine = {"balancer_s": {arm: calibrate_balancer(arm, B, cfg, nominal / share, lengths, rank, world, slow)
+                           for arm in ARMS[1:]},
             "share": share, "cv": cv, "comm_s": float(np.median(comm[2:])), "slow": slow}
     every: list[dict[str, Any]] = [None] * world  # type: ignore[list-item]
     dist.all_gather_object(every, mine)
