@@ -32,7 +32,9 @@ Calibration, before each repeat's arms (the simulator's figures; none is taken f
 * the processor share of each group: every rank at once computes its third of step 0's samples 8
   times, barrier-aligned as in the arms, slowed ranks stretching: realized / (fitted x slowdown),
   median over the rounds, mean over the group's ranks (other jobs on the host, and the ranks
-  themselves, take part of each core); the ratio's coefficient of variation is the compute's jitter;
+  themselves, take part of each core); the ratio's coefficient of variation is the compute's jitter.
+  Measured again just before each arm (the host's load drifts within a repeat); that arm is
+  simulated with it;
 * the step's fixed time (the optimizer), the gradient's all-reduce alone, and each LB-BSP arm's
   balancer per step (its collectives, rank 0's decision, the partition), timed in 8 steps of the
   balancer alone with each rank computing its samples between them as in the arms.
@@ -312,6 +314,17 @@ def calibrate_share(cfg: dict[str, float], step: np.ndarray, rank: int, world: i
     return float(np.median(kept)), float(kept.std() / kept.mean())
 
 
+def group_share(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool) -> dict[str, Any]:
+    """:func:`calibrate_share` on every rank, gathered: each group's mean share and the mean jitter (every rank)."""
+    import torch.distributed as dist
+
+    share, cv = calibrate_share(cfg, step, rank, world, slow)
+    every: list[tuple[float, float, bool]] = [None] * world  # type: ignore[list-item]
+    dist.all_gather_object(every, (share, cv, slow))
+    return {"share": {g: float(np.mean([e[0] for e in every if e[2] == (g == "slow")])) for g in ("fast", "slow")},
+            "rank_share": [e[0] for e in every], "jitter_cv": float(np.mean([e[1] for e in every]))}
+
+
 def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray, B: int) -> dict[str, Any]:  # noqa: N803
     """The simulator's figures, measured in the job before each repeat's arms (every rank at once, so they
     see the processor sharing the arms see): ``fit`` (c(L), the step's fixed time), ``comm_s`` (the
@@ -356,13 +369,16 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
     steps, B = step_len.shape  # noqa: N806
     lengths = step_len.ravel()  # sample k B + j: round k's j-th
     slow = rank >= world - slow_ranks
-    result: dict[str, Any] = {"world": world, "slow_ranks": slow_ranks, "repeats": repeats, "calibration": []}
+    result: dict[str, Any] = {"world": world, "slow_ranks": slow_ranks, "repeats": repeats, "calibration": [],
+                              "arm_share": {}}
     for rep in range(repeats):
         calib = calibrate(rank, world, slow, ref, lengths, B)
         result["calibration"].append(calib)
         cfg = calib["fit"]
         nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0) / calib["share"]["slow" if slow else "fast"]
         for arm in [ARMS[(i + rep) % len(ARMS)] for i in range(len(ARMS))]:  # rotated each repeat
+            # the processor share and the jitter again just before the arm (the host's load drifts)
+            result["arm_share"].setdefault(arm, []).append(group_share(cfg, lengths[:B], rank, world, slow))
             torch.manual_seed(0)
             slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
             model = DDP(Block())
@@ -444,7 +460,7 @@ MODELS = ("base", "+share", "+balancer", "+jitter")
 
 
 def simulate(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path, world: int, slow_ranks: int,
-             B: int, model: str = "+jitter") -> dict[str, Any]:  # noqa: N803
+             B: int, model: str = "+jitter", arms: tuple[str, ...] = ARMS) -> dict[str, Any]:  # noqa: N803
     """The simulator's mean iteration time of each arm (and its per-worker compute), from one calibration.
 
     ``model`` (:data:`MODELS`, each adding to the one before): ``base`` (c(L) fitted on a core to
@@ -468,6 +484,8 @@ def simulate(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path
     out: dict[str, Any] = {}
     for arm, scheme, over in (("bucketing", "bucketing", {}), ("lbbsp count", None, {}),
                               ("lbbsp cost", None, {"scheme.balance": "cost"})):
+        if arm not in arms:
+            continue
         t0 = fit["t0_s"] + (calib["balancer_s"].get(arm, 0.0) if level >= 2 else 0.0)
         group = {"instance": "c5.xlarge", "t0_s": t0, "max_batch": B, "jitter_cv": jitter}
         scenario = {
@@ -526,15 +544,18 @@ def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path
     (each repeat simulated with the calibration measured just before it); medians and ranges over the
     repeats, and the cost/count ratio's."""
     world, slow_ranks, reps = real["world"], real["slow_ranks"], real["repeats"]
-    sims = [{m: simulate(c, lengths_file, steps, folder, world, slow_ranks, B, m) for m in MODELS}
-            for c in real["calibration"]]
-    for c in real["calibration"]:
+    # repeat r, arm a: the repeat's calibration with the processor share and jitter measured just before the arm
+    sims = [{m: {a: simulate({**c, **real["arm_share"][a][r]}, lengths_file, steps, folder, world, slow_ranks, B, m,
+                             (a,))[a] for a in ARMS} for m in MODELS} for r, c in enumerate(real["calibration"])]
+    for r, c in enumerate(real["calibration"]):
         f = c["fit"]
         print(f"calibration: c(L) = {f['c0'] * 1e3:.3f} ms + {f['a'] * 1e6:.3f} us L + {f['b'] * 1e9:.3f} ns L^2; "
               f"step fixed {f['t0_s'] * 1e3:.2f} ms; all-reduce {c['comm_s'] * 1e3:.2f} ms; L_ref {f['ref']:.1f}; "
               "balancer " + ", ".join(f"{a} {v * 1e3:.2f} ms" for a, v in c["balancer_s"].items())
-              + f"; processor share (realized / fitted) fast {c['share']['fast']:.2f}, slow {c['share']['slow']:.2f}"
-              f"; jitter cv {c['jitter_cv']:.3f}")
+              + "; processor share (realized / fitted) fast, slow; jitter cv: before the arms "
+              + f"{c['share']['fast']:.2f}, {c['share']['slow']:.2f}; {c['jitter_cv']:.3f}; before each arm "
+              + "; ".join(f"{a} {real['arm_share'][a][r]['share']['fast']:.2f}, {real['arm_share'][a][r]['share']['slow']:.2f}, "
+                          f"{real['arm_share'][a][r]['jitter_cv']:.3f}" for a in ARMS))
     print(f"{world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {B}; {reps} repeat(s), arms rotated; "
           "ms per step (mean over steps 2..); median [range] over the repeats")
     rows: dict[str, Any] = {}
