@@ -281,48 +281,50 @@ def run_alone(fn: Any, rank: int, world: int) -> Any:
     return mine
 
 
-def calibrate_share(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool,
-                    rounds: int = 8) -> tuple[float, float]:
-    """This rank's processor share and its compute's step-to-step spread, with every rank at once.
+class ShareProbe:
+    """Rounds of one rank's processor share: realized / predicted compute of a fixed batch.
 
-    Each rank computes its share of one step's samples (every ``world``-th) ``rounds`` times, all ranks
-    together and barrier-aligned as in the arms, a slowed rank stretching its work sample by sample as
-    in the arms (:func:`train_samples`): ``share`` is the median of realized / predicted (the c(L) fitted
-    alone, x the slowdown) over the rounds after the first two, >= 1 when other processes (the other
-    ranks, other jobs on the host) take part of this rank's core; ``cv`` the ratio's coefficient of
-    variation (the simulator's ``jitter_cv``)."""
-    import torch.distributed as dist
+    Each round, every rank at once (barrier-aligned as in the arms) computes its part of one step's
+    samples (every ``world``-th), a slowed rank stretching its work sample by sample as in the arms
+    (:func:`train_samples`): the ratio of its time to the prediction (c(L) fitted alone, x the
+    slowdown) is >= 1 when other processes (the other ranks, other jobs on the host) take part of its
+    core."""
 
-    from lbsim.runtime.ddp import SlowedRank, constant_slowdown
+    def __init__(self, cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool) -> None:
+        from lbsim.runtime.ddp import SlowedRank, constant_slowdown
 
-    torch.manual_seed(0)
-    model = Block()
-    mine = list(range(rank, len(step), world))
-    slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
-    pred = sum(cost_s(cfg, int(step[i])) for i in mine) * (SLOWDOWN if slow else 1.0)
-    ratios = []
-    for _ in range(rounds):
+        torch.manual_seed(0)
+        self.model = Block()
+        self.step = step
+        self.mine = list(range(rank, len(step), world))
+        self.slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
+        self.pred = sum(cost_s(cfg, int(step[i])) for i in self.mine) * (SLOWDOWN if slow else 1.0)
+
+    def round(self) -> float:
+        """One round's realized / predicted."""
+        import torch.distributed as dist
+
         dist.barrier()
         t = time.perf_counter()
-        if slowed is not None:
-            slowed.begin()
-        train_samples(model, mine, step, slowed)
-        if slowed is not None:  # the last sample's stretch (the DDP hook's, in the arms)
-            slowed.after_bucket()
-        ratios.append((time.perf_counter() - t) / pred)
-    kept = np.array(ratios[2:])
+        if self.slowed is not None:
+            self.slowed.begin()
+        train_samples(self.model, self.mine, self.step, self.slowed)
+        if self.slowed is not None:  # the last sample's stretch (the DDP hook's, in the arms)
+            self.slowed.after_bucket()
+        return (time.perf_counter() - t) / self.pred
+
+
+def share_of(ratios: list[float]) -> tuple[float, float]:
+    """A rank's share (the median ratio) and the ratio's coefficient of variation (the simulator's ``jitter_cv``)."""
+    kept = np.array(ratios)
     return float(np.median(kept)), float(kept.std() / kept.mean())
 
 
-def group_share(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool) -> dict[str, Any]:
-    """:func:`calibrate_share` on every rank, gathered: each group's mean share and the mean jitter (every rank)."""
-    import torch.distributed as dist
-
-    share, cv = calibrate_share(cfg, step, rank, world, slow)
-    every: list[tuple[float, float, bool]] = [None] * world  # type: ignore[list-item]
-    dist.all_gather_object(every, (share, cv, slow))
-    return {"share": {g: float(np.mean([e[0] for e in every if e[2] == (g == "slow")])) for g in ("fast", "slow")},
-            "rank_share": [e[0] for e in every], "jitter_cv": float(np.mean([e[1] for e in every]))}
+def calibrate_share(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool,
+                    rounds: int = 8) -> tuple[float, float]:
+    """:class:`ShareProbe` for ``rounds`` rounds, the first two warming up: (share, cv)."""
+    probe = ShareProbe(cfg, step, rank, world, slow)
+    return share_of([probe.round() for _ in range(rounds)][2:])
 
 
 def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray, B: int) -> dict[str, Any]:  # noqa: N803
@@ -370,15 +372,14 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
     lengths = step_len.ravel()  # sample k B + j: round k's j-th
     slow = rank >= world - slow_ranks
     result: dict[str, Any] = {"world": world, "slow_ranks": slow_ranks, "repeats": repeats, "calibration": [],
-                              "arm_share": {}}
+                              "interleaved_share": []}
     for rep in range(repeats):
         calib = calibrate(rank, world, slow, ref, lengths, B)
         result["calibration"].append(calib)
         cfg = calib["fit"]
         nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0) / calib["share"]["slow" if slow else "fast"]
-        for arm in [ARMS[(i + rep) % len(ARMS)] for i in range(len(ARMS))]:  # rotated each repeat
-            # the processor share and the jitter again just before the arm (the host's load drifts)
-            result["arm_share"].setdefault(arm, []).append(group_share(cfg, lengths[:B], rank, world, slow))
+        runs = {}
+        for arm in ARMS:
             torch.manual_seed(0)
             slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
             model = DDP(Block())
@@ -389,9 +390,16 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
             else:
                 lb = _balancer(arm, B, cfg, nominal, slowed, lengths)
                 lb.attach(model)
-            opt = torch.optim.SGD(model.parameters(), lr=0.01)
-            phases = []
-            for k in range(steps):
+            runs[arm] = (model, lb, slowed, mark, torch.optim.SGD(model.parameters(), lr=0.01), [])
+        probe = ShareProbe(cfg, lengths[:B], rank, world, slow)
+        probe.round()  # warm-up
+        ratios = []
+        # one cycle per step k: a share round, then step k of each arm (the order rotated each cycle), so the
+        # arms and the calibration rounds see the host's load at the same times
+        for k in range(steps):
+            ratios.append(probe.round())
+            for arm in [ARMS[(i + k + rep) % len(ARMS)] for i in range(len(ARMS))]:
+                model, lb, slowed, mark, opt, phases = runs[arm]
                 step = list(range(k * B, (k + 1) * B))
                 dist.barrier()
                 t, cpu0 = time.perf_counter(), time.process_time()
@@ -413,11 +421,19 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
                 # the process's CPU seconds from its samples to the end of backward
                 phases.append([t_pre - t, marked - t, t_bwd - t, t_end - t, time.process_time() - cpu0,
                                len(mine), float(sum(cost_s(cfg, int(lengths[i])) for i in mine)), cpu_bwd - cpu_pre])
+        for arm in ARMS:
+            model, lb, slowed, mark, opt, phases = runs[arm]
             if lb is not None:
                 lb.finish()
             every: list[Any] = [None] * world
             dist.all_gather_object(every, phases)
             result.setdefault(arm, []).append(every)
+        share, cv = share_of(ratios)
+        shares: list[tuple[float, float, bool]] = [None] * world  # type: ignore[list-item]
+        dist.all_gather_object(shares, (share, cv, slow))
+        result["interleaved_share"].append(
+            {"share": {g: float(np.mean([e[0] for e in shares if e[2] == (g == "slow")])) for g in ("fast", "slow")},
+             "rank_share": [e[0] for e in shares], "jitter_cv": float(np.mean([e[1] for e in shares]))})
     if rank == 0:
         Path(out).write_text(json.dumps(result))
     dist.barrier()
@@ -544,18 +560,18 @@ def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path
     (each repeat simulated with the calibration measured just before it); medians and ranges over the
     repeats, and the cost/count ratio's."""
     world, slow_ranks, reps = real["world"], real["slow_ranks"], real["repeats"]
-    # repeat r, arm a: the repeat's calibration with the processor share and jitter measured just before the arm
-    sims = [{m: {a: simulate({**c, **real["arm_share"][a][r]}, lengths_file, steps, folder, world, slow_ranks, B, m,
-                             (a,))[a] for a in ARMS} for m in MODELS} for r, c in enumerate(real["calibration"])]
+    # repeat r: its calibration, with the processor share and jitter of the share rounds interleaved with its arms' steps
+    sims = [{m: simulate({**c, **real["interleaved_share"][r]}, lengths_file, steps, folder, world, slow_ranks, B, m)
+             for m in MODELS} for r, c in enumerate(real["calibration"])]
     for r, c in enumerate(real["calibration"]):
         f = c["fit"]
         print(f"calibration: c(L) = {f['c0'] * 1e3:.3f} ms + {f['a'] * 1e6:.3f} us L + {f['b'] * 1e9:.3f} ns L^2; "
               f"step fixed {f['t0_s'] * 1e3:.2f} ms; all-reduce {c['comm_s'] * 1e3:.2f} ms; L_ref {f['ref']:.1f}; "
               "balancer " + ", ".join(f"{a} {v * 1e3:.2f} ms" for a, v in c["balancer_s"].items())
               + "; processor share (realized / fitted) fast, slow; jitter cv: before the arms "
-              + f"{c['share']['fast']:.2f}, {c['share']['slow']:.2f}; {c['jitter_cv']:.3f}; before each arm "
-              + "; ".join(f"{a} {real['arm_share'][a][r]['share']['fast']:.2f}, {real['arm_share'][a][r]['share']['slow']:.2f}, "
-                          f"{real['arm_share'][a][r]['jitter_cv']:.3f}" for a in ARMS))
+              + f"{c['share']['fast']:.2f}, {c['share']['slow']:.2f}; {c['jitter_cv']:.3f}; interleaved with them "
+              + f"{real['interleaved_share'][r]['share']['fast']:.2f}, {real['interleaved_share'][r]['share']['slow']:.2f}; "
+              + f"{real['interleaved_share'][r]['jitter_cv']:.3f}")
     print(f"{world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {B}; {reps} repeat(s), arms rotated; "
           "ms per step (mean over steps 2..); median [range] over the repeats")
     rows: dict[str, Any] = {}
