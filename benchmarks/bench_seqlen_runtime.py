@@ -29,12 +29,15 @@ Calibration, before each repeat's arms (the simulator's figures; none is taken f
 
 * ``c(L) = c0 + a L + b L^2``: non-negative least squares over timed single samples at 8 lengths,
   each rank alone (the others wait), coefficients averaged over the ranks: a sample's work;
-* the processor share of each group: every rank at once computes its third of step 0's samples 8
-  times, barrier-aligned as in the arms, slowed ranks stretching: realized / (fitted x slowdown),
+* the processor share of each group: every rank at once computes its part of step 0's samples (split
+  by nominal speed, so all are busy about as long, as under LB-BSP), barrier-aligned as in the arms,
+  slowed ranks stretching: realized / (fitted x slowdown),
   median over the rounds, mean over the group's ranks (other jobs on the host, and the ranks
-  themselves, take part of each core); the ratio's coefficient of variation is the compute's jitter.
-  Measured again just before each arm (the host's load drifts within a repeat); that arm is
-  simulated with it;
+  themselves, take part of each core); the spread of a rank's ratio around its median, less what
+  every rank's ratio did in the same round (the host's load moving: it scales a step, it does not
+  unbalance it), is the compute's jitter (:func:`shares_and_jitter`).
+  The arms' simulation takes it from the share rounds interleaved with the arms' steps (below):
+  the host's load moves within seconds;
 * the step's fixed time (the optimizer), the gradient's all-reduce alone, and each LB-BSP arm's
   balancer per step (its collectives, rank 0's decision, the partition), timed in 8 steps of the
   balancer alone with each rank computing its samples between them as in the arms.
@@ -42,7 +45,9 @@ Calibration, before each repeat's arms (the simulator's figures; none is taken f
 The simulator then runs each arm on a scenario built from them (written beside the JSON output),
 four ways, each adding one term: ``base`` (c(L), fixed time, all-reduce), ``+share`` (group speeds
 divided by their shares), ``+balancer`` (the balancer's time in the LB-BSP arms' ``t0_s``),
-``+jitter`` (``jitter_cv``, lognormal per worker and step). Each rank records per step when the
+``+jitter`` (``jitter_cv``, lognormal per worker and step). The arms run interleaved: a cycle per
+step k is one share round, then step k of each arm, the arms' order rotated per cycle, so the arms
+and the share rounds meet the same load. Each rank records per step when the
 balancer hands it its samples, its last gradient bucket, the all-reduce's and the optimizer's ends
 (:func:`decompose`). Figures: each arm's mean step over steps 2.. (the first warm up and let the
 fits learn), median and range over the repeats, beside the simulator's; the cost/count ratio per
@@ -285,18 +290,24 @@ class ShareProbe:
     """Rounds of one rank's processor share: realized / predicted compute of a fixed batch.
 
     Each round, every rank at once (barrier-aligned as in the arms) computes its part of one step's
-    samples (every ``world``-th), a slowed rank stretching its work sample by sample as in the arms
-    (:func:`train_samples`): the ratio of its time to the prediction (c(L) fitted alone, x the
-    slowdown) is >= 1 when other processes (the other ranks, other jobs on the host) take part of its
-    core."""
+    samples, split in proportion to the ranks' nominal speeds (a slowed rank 1/``SLOWDOWN`` of a fast
+    one's), so every rank is busy for about the same time, as under LB-BSP; a slowed rank stretches
+    its work sample by sample as in the arms (:func:`train_samples`). The ratio of a rank's time to
+    its prediction (c(L) fitted alone, x the slowdown) is >= 1 when other processes (the other ranks,
+    other jobs on the host) take part of its core."""
 
-    def __init__(self, cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool) -> None:
+    def __init__(self, cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool,
+                 slow_ranks: int) -> None:
         from lbsim.runtime.ddp import SlowedRank, constant_slowdown
+        from lbsim.sizing.split import proportional_split
 
         torch.manual_seed(0)
         self.model = Block()
         self.step = step
-        self.mine = list(range(rank, len(step), world))
+        weights = [1.0 / SLOWDOWN if r >= world - slow_ranks else 1.0 for r in range(world)]
+        counts = proportional_split(len(step), weights, [len(step)] * world, min_batch=1)
+        lo = sum(counts[:rank])
+        self.mine = list(range(lo, lo + counts[rank]))
         self.slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
         self.pred = sum(cost_s(cfg, int(step[i])) for i in self.mine) * (SLOWDOWN if slow else 1.0)
 
@@ -320,14 +331,40 @@ def share_of(ratios: list[float]) -> tuple[float, float]:
     return float(np.median(kept)), float(kept.std() / kept.mean())
 
 
-def calibrate_share(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool,
+def shares_and_jitter(ratios: list[list[float]], slow_ranks: int) -> dict[str, Any]:
+    """Each group's processor share and the ranks' own compute jitter, from ``ratios[rank][round]``
+    (realized / predicted, every rank in every round at once).
+
+    ``log ratio[r][k] = m_r + c_k + e[r][k]``: ``m_r`` the rank's typical share (its median), ``c_k``
+    what round k did to every rank alike (the host's load moving: it scales the whole step and does not
+    unbalance it), ``e`` the rank's own noise. The share of a group is the mean of its ranks' medians;
+    ``jitter_cv`` is the coefficient of variation of ``exp(e)`` (lognormal: ``sqrt(exp(s^2) - 1)``, s^2 the
+    variance of ``e`` with the rank and round means removed, ``(n-1)(K-1)`` degrees of freedom), the
+    simulator's independent per-worker noise; ``round_cv`` the same of ``exp(c)``, reported only."""
+    x = np.log(np.asarray(ratios, dtype=np.float64))  # rank, round
+    n, k = x.shape
+    world = n
+    med = np.median(x, axis=1)
+    resid = x - x.mean(axis=1, keepdims=True)
+    common = resid.mean(axis=0)
+    e = resid - common
+    s2 = float((e**2).sum() / max((n - 1) * (k - 1), 1))
+    c2 = float(common.var(ddof=1)) if k > 1 else 0.0
+    slow = np.arange(world) >= world - slow_ranks
+    return {"share": {"fast": float(np.exp(med[~slow]).mean()), "slow": float(np.exp(med[slow]).mean())},
+            "rank_share": np.exp(med).tolist(), "jitter_cv": float(np.sqrt(np.expm1(s2))),
+            "round_cv": float(np.sqrt(np.expm1(c2)))}
+
+
+def calibrate_share(cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool, slow_ranks: int,
                     rounds: int = 8) -> tuple[float, float]:
     """:class:`ShareProbe` for ``rounds`` rounds, the first two warming up: (share, cv)."""
-    probe = ShareProbe(cfg, step, rank, world, slow)
+    probe = ShareProbe(cfg, step, rank, world, slow, slow_ranks)
     return share_of([probe.round() for _ in range(rounds)][2:])
 
 
-def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray, B: int) -> dict[str, Any]:  # noqa: N803
+def calibrate(rank: int, world: int, slow: bool, slow_ranks: int, ref: float, lengths: np.ndarray,
+              B: int) -> dict[str, Any]:  # noqa: N803
     """The simulator's figures, measured in the job before each repeat's arms (every rank at once, so they
     see the processor sharing the arms see): ``fit`` (c(L), the step's fixed time), ``comm_s`` (the
     gradient's all-reduce alone), ``balancer_s`` (each LB-BSP arm's balancer per step alone) and
@@ -346,7 +383,7 @@ def calibrate(rank: int, world: int, slow: bool, ref: float, lengths: np.ndarray
         t = time.perf_counter()
         dist.all_reduce(grad)
         comm.append(time.perf_counter() - t)
-    share, cv = calibrate_share(cfg, lengths[:B], rank, world, slow)
+    share, cv = calibrate_share(cfg, lengths[:B], rank, world, slow, slow_ranks)
     mine = {"balancer_s": {arm: calibrate_balancer(arm, B, cfg, nominal / share, lengths, rank, world, slow)
                            for arm in ARMS[1:]},
             "share": share, "cv": cv, "comm_s": float(np.median(comm[2:])), "slow": slow}
@@ -374,7 +411,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
     result: dict[str, Any] = {"world": world, "slow_ranks": slow_ranks, "repeats": repeats, "calibration": [],
                               "interleaved_share": []}
     for rep in range(repeats):
-        calib = calibrate(rank, world, slow, ref, lengths, B)
+        calib = calibrate(rank, world, slow, slow_ranks, ref, lengths, B)
         result["calibration"].append(calib)
         cfg = calib["fit"]
         nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0) / calib["share"]["slow" if slow else "fast"]
@@ -391,7 +428,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
                 lb = _balancer(arm, B, cfg, nominal, slowed, lengths)
                 lb.attach(model)
             runs[arm] = (model, lb, slowed, mark, torch.optim.SGD(model.parameters(), lr=0.01), [])
-        probe = ShareProbe(cfg, lengths[:B], rank, world, slow)
+        probe = ShareProbe(cfg, lengths[:B], rank, world, slow, slow_ranks)
         probe.round()  # warm-up
         ratios = []
         # one cycle per step k: a share round, then step k of each arm (the order rotated each cycle), so the
@@ -428,12 +465,9 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
             every: list[Any] = [None] * world
             dist.all_gather_object(every, phases)
             result.setdefault(arm, []).append(every)
-        share, cv = share_of(ratios)
-        shares: list[tuple[float, float, bool]] = [None] * world  # type: ignore[list-item]
-        dist.all_gather_object(shares, (share, cv, slow))
-        result["interleaved_share"].append(
-            {"share": {g: float(np.mean([e[0] for e in shares if e[2] == (g == "slow")])) for g in ("fast", "slow")},
-             "rank_share": [e[0] for e in shares], "jitter_cv": float(np.mean([e[1] for e in shares]))})
+        every_ratios: list[list[float]] = [None] * world  # type: ignore[list-item]
+        dist.all_gather_object(every_ratios, ratios)
+        result["interleaved_share"].append(shares_and_jitter(every_ratios, slow_ranks))
     if rank == 0:
         Path(out).write_text(json.dumps(result))
     dist.barrier()
@@ -571,7 +605,8 @@ def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path
               + "; processor share (realized / fitted) fast, slow; jitter cv: before the arms "
               + f"{c['share']['fast']:.2f}, {c['share']['slow']:.2f}; {c['jitter_cv']:.3f}; interleaved with them "
               + f"{real['interleaved_share'][r]['share']['fast']:.2f}, {real['interleaved_share'][r]['share']['slow']:.2f}; "
-              + f"{real['interleaved_share'][r]['jitter_cv']:.3f}")
+              + f"{real['interleaved_share'][r]['jitter_cv']:.3f} (rank's own; rounds moving every rank alike: cv "
+              + f"{real['interleaved_share'][r]['round_cv']:.3f})")
     print(f"{world} ranks, the last {slow_ranks} slowed {SLOWDOWN}x; global batch {B}; {reps} repeat(s), arms rotated; "
           "ms per step (mean over steps 2..); median [range] over the repeats")
     rows: dict[str, Any] = {}

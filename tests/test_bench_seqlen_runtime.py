@@ -75,3 +75,17 @@ def test_decompose_recovers_the_phases(bench) -> None:  # type: ignore[no-untype
     assert d["ratio"] == pytest.approx([1.0, 1.0])  # the fitted costs (x2 on the slowed rank) were exact
     assert d["ratio_cv"] == pytest.approx([0.0, 0.0], abs=1e-12)
     assert d["samples"] == [4.0, 2.0]
+
+
+def test_shares_and_jitter_separate_each_ranks_noise_from_the_hosts(bench) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    host = np.exp(rng.normal(0.0, 0.4, 400))  # every rank alike, round by round
+    typical = np.array([1.2, 1.5, 1.5])[:, None]  # rank 0 fast, ranks 1 and 2 slowed
+    alike = bench.shares_and_jitter((typical * host).tolist(), slow_ranks=2)
+    assert alike["jitter_cv"] == pytest.approx(0.0, abs=1e-9)  # the host's moves unbalance nothing
+    assert alike["round_cv"] == pytest.approx(np.sqrt(np.expm1(0.16)), rel=0.1)
+    own = np.exp(rng.normal(-0.02, 0.2, (3, 400)))
+    mixed = bench.shares_and_jitter((typical * host * own).tolist(), slow_ranks=2)
+    assert mixed["jitter_cv"] == pytest.approx(np.sqrt(np.expm1(0.04)), rel=0.1)
+    assert mixed["share"]["slow"] == pytest.approx(1.5 * float(np.exp(np.median(np.log(host)) - 0.02)), rel=0.05)
+    assert mixed["share"]["fast"] / mixed["share"]["slow"] == pytest.approx(1.2 / 1.5, rel=0.05)
