@@ -151,22 +151,26 @@ def train_samples(model: torch.nn.Module, samples: list[int], lengths: np.ndarra
             slowed.after_bucket()
 
 
-def fit_sample_cost() -> dict[str, float]:
+def fit_sample_cost(model: torch.nn.Module | None = None) -> dict[str, float]:
     """c(L) = c0 + a L + b L^2 in seconds (forward + backward of one sample), and the step's fixed time.
 
-    Timed inside the job on one rank at a time (:func:`run_alone`): the unit of work the arms' steps
-    are made of (a sample's tokens, forward, backward), on a core to itself, as the arms' ranks mostly
-    are (the module docstring)."""
-    torch.manual_seed(0)
-    model = Block()
+    Timed inside the job on one rank at a time (:func:`run_alone`), through the code path the arms'
+    samples take: ``model`` is a DDP-wrapped :class:`Block` (every rank built it) and each sample's
+    tokens, forward and backward run under its ``no_sync`` (no collective), as every sample but a
+    step's last does in :func:`train_samples`: the wrapper's per-call work is part of ``c0``."""
+    if model is None:
+        torch.manual_seed(0)
+        model = Block()
+    sync = getattr(model, "no_sync", None)
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     grid = [8, 32, 64, 128, 256, 384, 512, 768]
     xs, ts = [], []
     for rep in range(6):
         for L in grid:
             t = time.perf_counter()
-            x = tokens(rep, L)
-            torch.nn.functional.cross_entropy(model(x[:-1]), x[1:]).backward()
+            with (contextlib.nullcontext() if sync is None else sync()):
+                x = tokens(rep, L)
+                torch.nn.functional.cross_entropy(model(x[:-1]), x[1:]).backward()
             dt = time.perf_counter() - t
             if rep:  # the first pass warms up
                 xs.append(L)  # the sample of L tokens (the model reads L - 1 of them)
@@ -372,7 +376,11 @@ def calibrate(rank: int, world: int, slow: bool, slow_ranks: int, ref: float, le
     import torch.distributed as dist
 
     fits: list[dict[str, float]] = [None] * world  # type: ignore[list-item]
-    alone = run_alone(fit_sample_cost, rank, world)
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    wrapped = DDP(Block())  # built on every rank (a collective); timed one rank at a time under no_sync
+    alone = run_alone(lambda: fit_sample_cost(wrapped), rank, world)
     dist.all_gather_object(fits, alone)
     cfg = shared_fit(fits, ref)
     nominal = 1.0 / cfg["ref_cost"] / (SLOWDOWN if slow else 1.0)
