@@ -45,7 +45,8 @@ Calibration, before each repeat's arms (the simulator's figures; none is taken f
 The simulator then runs each arm on a scenario built from them (written beside the JSON output),
 four ways, each adding one term: ``base`` (c(L), fixed time, all-reduce), ``+share`` (group speeds
 divided by their shares), ``+balancer`` (the balancer's time in the LB-BSP arms' ``t0_s``),
-``+jitter`` (``jitter_cv``, lognormal per worker and step). The arms run interleaved: a cycle per
+``+jitter`` (``jitter_cv``, lognormal per worker and step; its expected effect, :func:`jitter_factor`,
+times the ``+balancer`` figure). The arms run interleaved: a cycle per
 step k is one share round, then step k of each arm, the arms' order rotated per cycle, so the arms
 and the share rounds meet the same load. Each rank records per step when the
 balancer hands it its samples, its last gradient bucket, the all-reduce's and the optimizer's ends
@@ -339,24 +340,27 @@ def shares_and_jitter(ratios: list[list[float]], slow_ranks: int) -> dict[str, A
     """Each group's processor share and the ranks' own compute jitter, from ``ratios[rank][round]``
     (realized / predicted, every rank in every round at once).
 
-    ``log ratio[r][k] = m_r + c_k + e[r][k]``: ``m_r`` the rank's typical share (its median), ``c_k``
-    what round k did to every rank alike (the host's load moving: it scales the whole step and does not
-    unbalance it), ``e`` the rank's own noise. The share of a group is the mean of its ranks' medians;
+    ``log ratio[r][k] = m_r + c_k + e[r][k]``: ``m_r`` the rank's own level, ``c_k`` what round k did to
+    every rank alike (the host's load moving: it scales the whole step and does not unbalance it,
+    centred), ``e`` the rank's own noise. A rank's share is ``exp(m_r)`` times the mean of ``exp(c_k)``
+    (a mean step time scales with the mean of the common factor, not its median); a group's, the mean
+    of its ranks';
     ``jitter_cv`` is the coefficient of variation of ``exp(e)`` (lognormal: ``sqrt(exp(s^2) - 1)``, s^2 the
     variance of ``e`` with the rank and round means removed, ``(n-1)(K-1)`` degrees of freedom), the
     simulator's independent per-worker noise; ``round_cv`` the same of ``exp(c)``, reported only."""
     x = np.log(np.asarray(ratios, dtype=np.float64))  # rank, round
     n, k = x.shape
     world = n
-    med = np.median(x, axis=1)
-    resid = x - x.mean(axis=1, keepdims=True)
+    level = x.mean(axis=1)
+    resid = x - level[:, None]
     common = resid.mean(axis=0)
     e = resid - common
     s2 = float((e**2).sum() / max((n - 1) * (k - 1), 1))
     c2 = float(common.var(ddof=1)) if k > 1 else 0.0
+    share = np.exp(level) * float(np.exp(common).mean())
     slow = np.arange(world) >= world - slow_ranks
-    return {"share": {"fast": float(np.exp(med[~slow]).mean()), "slow": float(np.exp(med[slow]).mean())},
-            "rank_share": np.exp(med).tolist(), "jitter_cv": float(np.sqrt(np.expm1(s2))),
+    return {"share": {"fast": float(share[~slow].mean()), "slow": float(share[slow].mean())},
+            "rank_share": share.tolist(), "jitter_cv": float(np.sqrt(np.expm1(s2))),
             "round_cv": float(np.sqrt(np.expm1(c2)))}
 
 
@@ -475,7 +479,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
             result.setdefault(arm, []).append(every)
         every_ratios: list[list[float]] = [None] * world  # type: ignore[list-item]
         dist.all_gather_object(every_ratios, ratios)
-        result["interleaved_share"].append(shares_and_jitter(every_ratios, slow_ranks))
+        result["interleaved_share"].append({**shares_and_jitter(every_ratios, slow_ranks), "ratios": every_ratios})
     if rank == 0:
         Path(out).write_text(json.dumps(result))
     dist.barrier()
@@ -518,7 +522,7 @@ MODELS = ("base", "+share", "+balancer", "+jitter")
 
 
 def simulate(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path, world: int, slow_ranks: int,
-             B: int, model: str = "+jitter", arms: tuple[str, ...] = ARMS) -> dict[str, Any]:  # noqa: N803
+             B: int, model: str = "+jitter", arms: tuple[str, ...] = ARMS, seed: int = 0) -> dict[str, Any]:  # noqa: N803
     """The simulator's mean iteration time of each arm (and its per-worker compute), from one calibration.
 
     ``model`` (:data:`MODELS`, each adding to the one before): ``base`` (c(L) fitted on a core to
@@ -547,7 +551,7 @@ def simulate(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path
         t0 = fit["t0_s"] + (calib["balancer_s"].get(arm, 0.0) if level >= 2 else 0.0)
         group = {"instance": "c5.xlarge", "t0_s": t0, "max_batch": B, "jitter_cv": jitter}
         scenario = {
-            "name": "seqlen_runtime", "seed": 0,
+            "name": "seqlen_runtime", "seed": seed,
             "workload": {"model": "resnet50_imagenet", "global_batch": B, "updates": steps, "gradient_bytes": grad_bytes,
                          "sample_cost": {"lengths": {"name": "file", "path": str(lengths_file.resolve())},
                                          "cost_linear": fit["a"], "cost_quadratic": fit["b"], "cost_per_sample": fit["c0"],
@@ -576,6 +580,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="each arm this many times, the arms' order rotated")
     ap.add_argument("--batch", type=int, default=48, help="global batch B (samples per step, all ranks)")
     ap.add_argument("--out", default="runs/seqlen_runtime.json")
+    ap.add_argument("--replay", default=None, help="a finished run's JSON: simulate and summarize its records again")
     args = ap.parse_args()
     if not (2 <= args.world <= 8 and 1 <= args.slow_ranks < args.world and 1 <= args.repeats <= 20
             and 3 <= args.steps <= 60 and args.world <= args.batch <= 256):
@@ -584,6 +589,17 @@ def main() -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     lengths_file = write_lengths(out.parent)
+    if args.replay is not None:
+        done = json.loads(Path(args.replay).read_text())
+        raw = done["raw"]
+        for rec in raw["interleaved_share"]:  # the shares and jitter again from the rounds, where recorded
+            if "ratios" in rec:
+                rec.update(shares_and_jitter(rec["ratios"], raw["slow_ranks"]))
+        steps = len(raw[ARMS[0]][0][0])
+        batch = int(sum(rec[5] for rec in (rank[0] for rank in raw[ARMS[0]][0])))
+        report = summarize(raw, lengths_file, steps, out.parent, batch)
+        out.write_text(json.dumps({**report, "load": done.get("load"), "raw": raw}))
+        return
     step_len, ref = step_lengths(lengths_file, args.steps, args.batch)
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
@@ -597,6 +613,26 @@ def main() -> None:
     out.write_text(json.dumps({**report, "raw": real}))
 
 
+JITTER_SEEDS = 8  # realizations averaged for the jitter's expected effect
+
+
+def jitter_factor(calib: dict[str, Any], lengths_file: Path, steps: int, folder: Path, world: int, slow_ranks: int,
+                  B: int) -> dict[str, float]:  # noqa: N803
+    """Each arm's expected step with jitter over its step without, ``sum_s T_jitter(s) / sum_s T(s)`` over
+    seeds 1..:data:`JITTER_SEEDS`: one jitter realization swings a 12-step mean by ~10 % (CV 0.3), and
+    the scenario's seed also draws the lengths, so the runtime's own draw (seed 0) is simulated without
+    jitter and scaled by this factor."""
+    with_j = {a: 0.0 for a in ARMS}
+    without = {a: 0.0 for a in ARMS}
+    for seed in range(1, JITTER_SEEDS + 1):
+        j = simulate(calib, lengths_file, steps, folder, world, slow_ranks, B, "+jitter", seed=seed)
+        n = simulate(calib, lengths_file, steps, folder, world, slow_ranks, B, "+balancer", seed=seed)
+        for a in ARMS:
+            with_j[a] += j[a]["step"]
+            without[a] += n[a]["step"]
+    return {a: with_j[a] / without[a] for a in ARMS}
+
+
 def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path, B: int) -> dict[str, Any]:  # noqa: N803
     """Print and return each arm's runtime decomposition beside the simulator's under each of :data:`MODELS`
     (each repeat simulated with the calibration measured just before it); medians and ranges over the
@@ -605,6 +641,11 @@ def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path
     # repeat r: its calibration, with the processor share and jitter of the share rounds interleaved with its arms' steps
     sims = [{m: simulate({**c, **real["interleaved_share"][r]}, lengths_file, steps, folder, world, slow_ranks, B, m)
              for m in MODELS} for r, c in enumerate(real["calibration"])]
+    for r, c in enumerate(real["calibration"]):
+        factor = jitter_factor({**c, **real["interleaved_share"][r]}, lengths_file, steps, folder, world, slow_ranks, B)
+        for arm in ARMS:
+            sims[r]["+jitter"][arm] = {**sims[r]["+balancer"][arm], "step": sims[r]["+balancer"][arm]["step"] * factor[arm],
+                                       "jitter_factor": factor[arm]}
     for r, c in enumerate(real["calibration"]):
         f = c["fit"]
         print(f"calibration: c(L) = {f['c0'] * 1e3:.3f} ms + {f['a'] * 1e6:.3f} us L + {f['b'] * 1e9:.3f} ns L^2; "
@@ -639,7 +680,7 @@ def summarize(real: dict[str, Any], lengths_file: Path, steps: int, folder: Path
               f" realized/fitted compute {np.round(m['ratio'], 2)} (cv {np.round(m['ratio_cv'], 2)}); "
               f"samples {np.round(m['samples'], 1)}")
         sp = rows[arm]["sim_parts"]
-        print(f"{'':12s} simulator (+jitter, repeat 1): compute/rank {np.round(np.array(sp['compute']) * 1e3, 1)}"
+        print(f"{'':12s} simulator (repeat 1, without jitter): compute/rank {np.round(np.array(sp['compute']) * 1e3, 1)}"
               f" (max {sp['compute_max'] * 1e3:.1f}); samples {np.round(sp['samples'], 1)}")
     ratios = [c / n for c, n in zip(rows["lbbsp cost"]["runtime_repeats_s"], rows["lbbsp count"]["runtime_repeats_s"],
                                     strict=True)]
