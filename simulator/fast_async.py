@@ -16,6 +16,9 @@ from __future__ import annotations
 
 from heapq import heappush
 
+import numpy as np
+
+from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES, RecordLog
 from lbsim.metrics.run_end import cut_row
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
@@ -26,6 +29,26 @@ from .fast_loop import EventLoop, Process, RunEnded, Stopped
 from .fast_server import FastServer
 
 _FLUSH_MASK = (1 << 16) - 1  # buffered rows move to the record logs every 65,536 updates
+_VARYING = ITERATION_COLUMNS[:10]  # an iteration row's fields up to ``staleness``; the rest are constant
+_ROW = np.dtype([(c, ITERATION_DTYPES[c]) for c in _VARYING])
+_CONSTANT = {"dropped": False, "weight": 1.0, "fetch_s": 0.0, "cut": False}  # an iteration that ran to its end
+assert _VARYING + tuple(_CONSTANT) == ITERATION_COLUMNS
+_UPDATE = np.dtype([("time_s", np.float64), ("samples", np.int64)])
+
+
+def _add_columns(log: RecordLog, rows: list[tuple], dtype: np.dtype, extra: dict) -> None:  # type: ignore[type-arg]
+    """Append ``rows`` (tuples of ``dtype``'s fields) to ``log`` as columns, with the columns ``extra``
+    (name -> a constant, or an array of one value per row), in the log's column order."""
+    table = np.fromiter(rows, dtype=dtype, count=len(rows))  # one pass in C over the tuples
+    n, dtypes = len(rows), log.kind.DTYPES
+    block = {}
+    for c in log.kind.COLUMNS:
+        if c in extra:
+            v = extra[c]
+            block[c] = v if isinstance(v, np.ndarray) else np.full(n, v, dtype=dtypes[c])
+        else:
+            block[c] = np.ascontiguousarray(table[c])
+    log.extend_columns(block)
 
 
 class FastAsync:
@@ -39,8 +62,12 @@ class FastAsync:
         self.server = FastServer(self.loop)
         self.updates = 0  # updates made
         self.samples_applied = 0
-        self.update_rows: list[tuple] = []  # type: ignore[type-arg]  # buffered for env.updates, in order
-        self.rows: list[tuple] = []  # type: ignore[type-arg]  # buffered for env.iterations, in order
+        # buffered for the run's record logs, in order: updates as (time_s, samples) (the update's
+        # number is its place; one gradient each), iterations that ran to their end as their first
+        # ten fields (_VARYING; the rest _CONSTANT), and the rows the run's end cuts in full
+        self.update_rows: list[tuple[float, int]] = []
+        self.rows: list[tuple] = []  # type: ignore[type-arg]
+        self.cut_rows: list[tuple] = []  # type: ignore[type-arg]
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -55,11 +82,20 @@ class FastAsync:
         env.stopped = True
 
     def _flush(self) -> None:
-        """Move the buffered update and iteration rows to the run's record logs (in order)."""
-        self.env.updates.extend_rows(self.update_rows)
-        self.env.iterations.extend_rows(self.rows)
-        self.update_rows.clear()
-        self.rows.clear()
+        """Move the buffered update and iteration rows to the run's record logs (in order: the rows
+        the end cuts come after every other)."""
+        env, updates, rows = self.env, self.update_rows, self.rows
+        if updates:
+            first = len(env.updates)
+            numbers = np.arange(first, first + len(updates), dtype=np.int64)
+            _add_columns(env.updates, updates, _UPDATE, {"update": numbers, "gradients": 1})
+            updates.clear()
+        if rows:
+            _add_columns(env.iterations, rows, _ROW, _CONSTANT)
+            rows.clear()
+        if self.cut_rows:
+            env.iterations.extend_rows(self.cut_rows)
+            self.cut_rows.clear()
 
     def worker(self, w: int) -> Process:  # noqa: PLR0915 - one iteration, written out as the event path's
         """Worker w's iterations (:meth:`lbsim.simulator.asynchronous.AsyncDriver.worker`)."""
@@ -68,7 +104,7 @@ class FastAsync:
         end_of = compute_end_of(cont, env.workers[w])  # iteration_end_s, one call
         run_end, progress = env.run_end, env._progress
         fraction, (final_updates, final_samples) = run_end.fraction, run_end.thresholds()
-        add_update, add_row, flush = self.update_rows.append, self.rows.append, self._flush
+        add_update, add_row, flush, add_cut = self.update_rows.append, self.rows.append, self._flush, self.cut_rows.append
         gate_push, admit, batch_of = self.gate.push, self.gate.admit, self.scheme.batch
         gated = not self.gate.free  # a scheme that never holds anyone: the gate is not asked (Gate.free)
         push, pull, apply = server.push, server.pull, server.apply
@@ -147,7 +183,7 @@ class FastAsync:
                         now = yield now
                 update = self.updates
                 staleness = update - pulled_version
-                add_update((update, now, batch, 1))
+                add_update((now, batch))
                 made = self.updates = update + 1
                 applied = self.samples_applied = self.samples_applied + batch
                 is_open, pull_start = True, -1.0
@@ -162,7 +198,7 @@ class FastAsync:
                 if made >= final_updates or applied >= final_samples:  # the final update (RunEnd.reached): no pull, cut here
                     is_open = False
                     compute_s = compute_end - start
-                    add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch,
+                    add_cut((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch,
                              staleness, False, 1.0, 0.0, True))
                     raise Stopped(now)
                 if not made & _FLUSH_MASK:
@@ -198,13 +234,12 @@ class FastAsync:
                 comm += now - pull_start
                 is_open = False
                 compute_s = compute_end - start
-                add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch,
-                         staleness, False, 1.0, 0.0, False))
+                add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch, staleness))
                 it += 1
         except RunEnded as end:
             if is_open:  # applied, not ended: recorded up to the end, cut
                 t = end.time_s
-                self.rows.append(cut_row(worker=w, iteration=it, update=update, start_s=start, end_s=t,
+                add_cut(cut_row(worker=w, iteration=it, update=update, start_s=start, end_s=t,
                                          compute_s=compute_end - start, fetch_s=0.0,
                                          comm_s=comm + (t - pull_start if pull_start >= 0 else 0.0),
                                          batch=batch, staleness=staleness, weight=1.0))

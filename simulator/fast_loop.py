@@ -47,6 +47,7 @@ sent the time it resumes at; it raises :class:`Stopped` when the final update wa
 from __future__ import annotations
 
 import math
+from bisect import insort
 from collections import deque
 from collections.abc import Callable, Generator
 from heapq import heappop, heappush
@@ -152,12 +153,16 @@ class EventLoop:
         return False
 
     def collide(self, t: float, parent_s: float, code: int) -> None:
-        """A second event at ``t``: the instant's events are listed in ``crowd[t]``, in the order scheduled."""
+        """A second event at ``t``: the instant's events are listed in ``crowd[t]`` by parent time,
+        in the order scheduled among equal parents (SimPy's order where it can be told)."""
         events = self.crowd.get(t)
         if events is None:
             first = self.slot[t]
             events = self.crowd[t] = [(self.parent_of[first >> 1], first)]
-        events.append((parent_s, code))
+        if parent_s >= events[-1][0]:  # the common case: scheduled in the order of their parents
+            events.append((parent_s, code))
+        else:
+            insort(events, (parent_s, code), key=_PARENT)  # after equal parents: the order scheduled
 
     def hop(self, p: int, now: float) -> Generator[float, float, float]:
         """One zero-delay event of process ``p`` (SimPy's ``timeout(0)``); returns the time it resumes."""
@@ -239,28 +244,18 @@ class EventLoop:
             self.now = stop.time_s
 
     def _first(self, t: float, events: list[tuple[float, int]]) -> int:
-        """The first of several events at ``t`` (SimPy's order), or :class:`Tie` if it cannot be told."""
-        if len(events) == 2:  # the common case, sorted by hand (stable: swapped only if strictly earlier)
-            (p0, c0), (p1, c1) = events
-            if p1 < p0:
-                p0, c0, p1, c1 = p1, c1, p0, c0
-            if p0 == p1 and not c0 & c1 & 1:
-                raise Tie(f"two events at {t!r} s whose order the fast loop cannot tell")
-            if self.fifo and p0 == t:
-                raise Tie(f"an event at {t!r} s among zero-delay ones")
-            self.slot[t] = c1
-            heappush(self.times, t)
-            return c0
-        events.sort(key=_PARENT)  # stable: the order scheduled among equal parents
+        """The first of several events at ``t`` (listed by :meth:`collide`, in SimPy's order), or
+        :class:`Tie` if it cannot be told."""
         (p0, c0), (p1, c1) = events[0], events[1]
         if p0 == p1 and not c0 & c1 & 1:
             raise Tie(f"two events at {t!r} s whose order the fast loop cannot tell")
         if self.fifo and p0 == t:
             raise Tie(f"an event at {t!r} s among zero-delay ones")
-        rest = events[1:]
-        self.slot[t] = rest[0][1]
-        if len(rest) > 1:
-            self.crowd[t] = rest
+        self.slot[t] = c1
+        self.parent_of[c1 >> 1] = p1  # it is the slot's event now (collide did not store its parent)
+        if len(events) > 2:
+            del events[0]
+            self.crowd[t] = events
         heappush(self.times, t)
         return c0
 

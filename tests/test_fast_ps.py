@@ -409,3 +409,101 @@ def test_dssp_answers_at_its_push_as_asked_after(n, rule, picks, speeds) -> None
         assert list(fused.clocks) == pushes and (fused.clocks.low, fused.clocks.high) == (min(pushes), max(pushes))
     assert fused.scheme.diagnostics() == asked.scheme.diagnostics()
     assert fused.scheme.credit == asked.scheme.credit
+
+
+def _controller_matrix(a_p, i_p, a_slow, i_slow, r_max):  # DSSP's controller as the (r, k) matrix, in numpy
+    r = np.arange(r_max + 1)
+    gap = np.abs((a_slow + i_slow + r * i_slow)[None, :] - (a_p + r * i_p)[:, None])
+    return int(np.argmin(gap.min(axis=1)))
+
+
+_times = st.floats(0.0, 1e4, allow_nan=False) | st.sampled_from([0.0, 1.0, 2.5, 10.0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(a_p=_times, i_p=_times, a_slow=_times, i_slow=_times, r_max=st.integers(0, 20))
+def test_dssp_controller_is_the_matrix_argmin(a_p, i_p, a_slow, i_slow, r_max) -> None:
+    """DSSP's controller by bisection picks the r of the full (r, k) gap matrix, ties included
+    (round figures make equal gaps; equal intervals make equal predicted times)."""
+    from lbsim.schemes.dssp import controller
+
+    assert controller(a_p, i_p, a_slow, i_slow, r_max) == _controller_matrix(a_p, i_p, a_slow, i_slow, r_max)
+    assert controller(a_p, i_p, a_slow, -i_slow, r_max) == _controller_matrix(a_p, i_p, a_slow, -i_slow, r_max)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 5), monitor=st.integers(2, 3), lookahead=st.integers(1, 4),
+       picks=st.lists(st.integers(0, 4), min_size=1, max_size=150), speeds=st.lists(st.floats(0.2, 3.0), min_size=5, max_size=5))
+def test_elastic_bsp_answers_at_its_push_as_asked_after(n, monitor, lookahead, picks, speeds) -> None:
+    """ElasticBSP declares ``admits_at_push`` too: random pushes through a gate that takes the
+    pusher's answer from ``on_push`` and one that asks ``may_start`` release, refuse and hold alike,
+    and the supersteps planned are the same."""
+    from lbsim.schemes.base import SchemeContext
+    from lbsim.schemes.elastic_bsp import ElasticBSP, ElasticBSPConfig
+    from lbsim.schemes.gate import Gate
+
+    ctx = SchemeContext(global_batch=8 * n, t0_s=(0.0,) * n, samples_per_s=(1.0,) * n, max_batch=(100,) * n,
+                        kinds=("gpu",) * n)
+    cfg = ElasticBSPConfig(lookahead=lookahead, monitor_pushes=monitor)
+    fused, asked = Gate(ElasticBSP(cfg, ctx), n), Gate(ElasticBSP(cfg, ctx), n)
+    asked.admit = asked._admit_asked  # type: ignore[method-assign]
+    assert fused.admit == fused._admit_decided
+    held: set[int] = set()
+    t = [0.0] * n
+    for pick in picks:
+        w = pick % n
+        if w in held:
+            continue
+        t[w] += speeds[w]
+        released = fused.push(w, t[w])
+        assert released == asked.push(w, t[w])
+        held -= set(released)
+        go = fused.admit(w)
+        assert go == asked.admit(w)
+        if not go:
+            held.add(w)
+        assert fused.held == asked.held
+    assert fused.scheme.decision_rows() == asked.scheme.decision_rows()
+
+
+def _crowd_order(scheduled):  # type: ignore[no-untyped-def]
+    """Events ``(process, parent time, kept)`` all at t = 5, scheduled in this order on a bare
+    EventLoop: the processes in the order the loop pops them (its main loop's pop, by hand)."""
+    import math
+    from collections import deque
+    from heapq import heappop, heappush
+
+    from lbsim.simulator.fast_loop import EventLoop
+
+    loop = EventLoop.__new__(EventLoop)  # the scheduling state only: no environment needed
+    loop.fifo, loop.times, loop.slot, loop.crowd = deque(), [math.inf], {math.inf: -1}, {}
+    loop.parent_of = [0.0] * (len(scheduled) + 2)
+    for p, parent, kept in scheduled:
+        code = 2 * p + kept
+        if 5.0 in loop.slot:
+            loop.collide(5.0, parent, code)
+        else:
+            loop.slot[5.0], loop.parent_of[p] = code, parent
+            heappush(loop.times, 5.0)
+    order = []
+    while loop.times[0] == 5.0:
+        now = heappop(loop.times)
+        code = loop.slot.pop(now)
+        if now in loop.crowd:
+            code = loop._first(now, loop.crowd.pop(now))
+        order.append(code >> 1)
+    return order
+
+
+def test_events_at_one_instant_go_by_parent_then_as_scheduled() -> None:
+    """SimPy's order at one instant, as the fast loop keeps it: earlier parent first (an event
+    scheduled out of its parents' order is placed by its parent), equal parents of compute ends
+    in the order scheduled; equal parents of other events are a tie the loop cannot order."""
+    from lbsim.simulator.fast_loop import Tie
+
+    scheduled = [(0, 3.0, 0), (2, 4.0, 0), (3, 2.0, 1), (1, 1.0, 0), (4, 2.0, 1), (5, 2.0, 1), (6, 4.5, 0)]
+    assert _crowd_order(scheduled) == [1, 3, 4, 5, 0, 2, 6]
+    assert _crowd_order([(0, 1.0, 0), (1, 2.0, 0)]) == [0, 1]
+    assert _crowd_order([(0, 2.0, 0), (1, 1.0, 0)]) == [1, 0]
+    with pytest.raises(Tie):
+        _crowd_order([(0, 3.0, 0), (1, 2.0, 0), (2, 2.0, 0)])

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lbsim.sizing.zipline import ZipLineChoice, predict_ends, zipline, zipline_bruteforce
+from lbsim.sizing.zipline import ZipLineChoice, predict_ends, zipline, zipline_ahead, zipline_bruteforce
 
 
 def _check_consistent(ends: np.ndarray, c: ZipLineChoice) -> None:
@@ -84,6 +84,16 @@ def sorted_rows(draw, max_n: int = 4, max_r: int = 6) -> np.ndarray:
     r = draw(st.integers(1, max_r))
     rows = [sorted(draw(st.lists(_value, min_size=r, max_size=r))) for _ in range(n)]
     return np.array(rows, dtype=np.float64)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 6).flatmap(lambda n: st.tuples(st.lists(_offset, min_size=n, max_size=n),
+                                                       st.lists(_interval, min_size=n, max_size=n))),
+       st.integers(1, 6))
+def test_zipline_ahead_is_zipline_of_the_predictions(inputs, r: int) -> None:
+    """ElasticBSP's call (the predictions not checked twice) chooses what zipline(predict_ends) does."""
+    last, interval = inputs
+    assert zipline_ahead(last, interval, r) == zipline(predict_ends(last, interval, r))
 
 
 # --- heap == brute force --------------------------------------------------------------------------

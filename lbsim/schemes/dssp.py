@@ -37,11 +37,11 @@ choice). Until a worker has two pushes its interval is unknown and the controlle
 
 from __future__ import annotations
 
+import math
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
-
-import numpy as np
 
 from lbsim.errors import InputError
 from lbsim.fields import param
@@ -64,12 +64,31 @@ class DSSPConfig:
 
 
 def controller(a_p: float, i_p: float, a_slow: float, i_slow: float, r_max: int) -> int:
-    """Extra iterations r* for the fastest worker: align its end times with the slowest's."""
-    r = np.arange(r_max + 1)
-    sim_p = a_p + r * i_p
-    sim_slow = a_slow + i_slow + r * i_slow
-    gap = np.abs(sim_slow[None, :] - sim_p[:, None])  # [r, k]
-    return int(np.argmin(gap.min(axis=1)))
+    """Extra iterations r* for the fastest worker: align its end times with the slowest's.
+
+    ``r* = argmin_r min_k |Sim_slow[k] - Sim_p[r]|`` with ``Sim_p[r] = a_p + r i_p`` and
+    ``Sim_slow[k] = (a_slow + i_slow) + k i_slow``, ``r, k = 0..r_max`` (the smallest r on ties).
+    ``Sim_slow`` is non-decreasing in k (``i_slow >= 0``, and float addition is monotone), so the
+    k nearest to ``Sim_p[r]`` is one of the two neighbours of its insertion point (bisection):
+    O(r_max log r_max) float operations, each the one the (r, k) matrix would hold.
+    """
+    base = a_slow + i_slow
+    sim_slow = [base + k * i_slow for k in range(r_max + 1)]
+    if i_slow < 0.0:  # not from push times (they only grow): the full matrix, same rule
+        return min(range(r_max + 1), key=lambda r: min(abs(s - (a_p + r * i_p)) for s in sim_slow))
+    last = r_max
+    best_r, best = 0, math.inf
+    for r in range(r_max + 1):
+        sim_p = a_p + r * i_p
+        k = bisect_left(sim_slow, sim_p)
+        gap = sim_slow[k] - sim_p if k <= last else math.inf  # the nearest at or above
+        if k > 0:
+            below = sim_p - sim_slow[k - 1]  # the nearest below
+            if below < gap:
+                gap = below
+        if gap < best:
+            best_r, best = r, gap
+    return best_r
 
 
 @register_scheme("dssp", DSSPConfig)

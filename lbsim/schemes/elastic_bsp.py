@@ -31,7 +31,7 @@ from lbsim.schemes.base import SchemeContext
 from lbsim.schemes.bsp import check_even_split
 from lbsim.schemes.registry import register_scheme
 from lbsim.sizing.split import even_split
-from lbsim.sizing.zipline import predict_ends, zipline
+from lbsim.sizing.zipline import zipline_ahead
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class ElasticBSP:
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
     reads_clocks: ClassVar[bool] = False  # it counts pushes since the barrier itself: the gate keeps no clocks
+    admits_at_push: ClassVar[bool] = True  # on_push returns may_start's answer for the pusher
 
     def __init__(self, config: ElasticBSPConfig, ctx: SchemeContext) -> None:
         self.cfg = config
@@ -68,8 +69,9 @@ class ElasticBSP:
         """``worker``'s batch: the even share, always."""
         return self._batches[worker]
 
-    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> None:
-        """Count ``worker``'s push; when every worker used its budget, plan the next superstep."""
+    def on_push(self, worker: int, time_s: float, clocks: Sequence[int]) -> bool:
+        """Count ``worker``'s push; when every worker used its budget, plan the next superstep.
+        Returns whether ``worker`` may go on (:meth:`may_start` now: ``admits_at_push``)."""
         # counters stand for min(since) >= monitor_pushes and all(since >= budget): O(1) per push
         since = self.since
         pushes = since[worker] = since[worker] + 1
@@ -82,16 +84,19 @@ class ElasticBSP:
         self.latest[worker] = time_s
         if budget is None and self._monitoring == 0:
             self._decide(time_s)
-        if self.budget is not None and self._short == 0:
+        budget = self.budget
+        if budget is not None and self._short == 0:
             self._barrier(time_s)
+            return True  # every worker is released at the barrier
+        return budget is None or pushes < budget[worker]
 
     def _decide(self, now_s: float) -> None:
         last = list(self.latest)
         interval = [t - t0 for t, t0 in zip(self.latest, self.previous, strict=True)]
-        choice = zipline(predict_ends(last, interval, self.cfg.lookahead))
+        choice = zipline_ahead(last, interval, self.cfg.lookahead)  # zipline(predict_ends(...))
         self.budget = [s + j + 1 for s, j in zip(self.since, choice.indices, strict=True)]
         self._short = sum(s < b for s, b in zip(self.since, self.budget, strict=True))
-        fastest = int(np.argmin(choice.times))
+        fastest = choice.times.index(min(choice.times))  # the first earliest (numpy's argmin)
         self.plan = {
             "superstep": len(self.rows), "start_s": self.barrier_s, "decided_s": now_s,
             "predicted_barrier_s": choice.barrier_s, "predicted_range_s": choice.range_s,

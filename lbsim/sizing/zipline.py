@@ -131,7 +131,17 @@ def zipline(ends: np.ndarray) -> ZipLineChoice:
     Returns the choice with the smallest range, ties to the earliest set (module docstring).
     Raises ValueError unless ``ends`` is a finite 2-D array with n >= 1, R >= 1 and sorted rows.
     """
-    arr = _validated(ends)
+    return _zipline(_validated(ends))
+
+
+def zipline_ahead(last_push_s: Sequence[float], interval_s: Sequence[float], lookahead: int) -> ZipLineChoice:
+    """``zipline(predict_ends(last_push_s, interval_s, lookahead))``: :func:`predict_ends` checks
+    its inputs and its rows are finite and sorted by construction, so they are not checked again."""
+    return _zipline(predict_ends(last_push_s, interval_s, lookahead))
+
+
+def _zipline(arr: np.ndarray) -> ZipLineChoice:
+    """:func:`zipline` of a checked ``arr`` (float64, finite, (n, R), rows sorted)."""
     n, r = arr.shape
     flat = arr.ravel()
     order = np.argsort(flat, kind="stable")  # the heap's pop order: by time, then worker, then cursor
@@ -142,10 +152,11 @@ def zipline(ends: np.ndarray) -> ZipLineChoice:
     hi = np.maximum.accumulate(np.concatenate((arr[:, :1].max(axis=0), flat[pops[:-1] + 1])))
     best_lo = lo[int(np.argmin(hi - lo))]  # the first smallest range (a later equal one never replaces it)
     # the first optimal set has each cursor on the worker's first time >= its min (module docstring)
-    indices = np.count_nonzero(arr < best_lo, axis=1)
-    times: list[float] = arr[np.arange(n), indices].tolist()
+    below = (arr < best_lo).sum(axis=1)
+    indices: list[int] = below.tolist()
+    times: list[float] = arr[np.arange(n), below].tolist()
     top, bottom = max(times), min(times)
-    return ZipLineChoice(indices=tuple(indices.tolist()), times=tuple(times), barrier_s=top, range_s=top - bottom)
+    return ZipLineChoice(indices=tuple(indices), times=tuple(times), barrier_s=top, range_s=top - bottom)
 
 
 def zipline_bruteforce(ends: np.ndarray) -> ZipLineChoice:

@@ -276,15 +276,18 @@ class LoadBalancer:
         out = torch.empty(n * width, dtype=torch.float64, device=self.comm_device)
         _gather_single(out, mine, group=self.group)
         decided = self._decide(out.view(n, width).tolist())
-        learnt = self._broadcast(list(decided) if decided is not None else None)
-        if learnt[0] > 0:  # zeros: nothing was decided (a window that taught nothing)
-            self.batches = self.batches_run = learnt  # the next window runs the decision
-        if self.costs is not None:  # rank 0's curves, on every rank, bit for bit
+        if self.costs is None:
+            learnt = self._broadcast(list(decided) if decided is not None else None)
+        else:  # the batches and rank 0's curves in one broadcast (float64: batches exact), bit for bit on every rank
             a, b = self.scheme.curves if self.scheme is not None else (np.zeros(n), np.zeros(n))
-            t = torch.tensor(np.concatenate([a, b]).tolist(), dtype=torch.float64, device=self.comm_device)
+            head = [float(v) for v in decided] if decided is not None else [0.0] * n
+            t = torch.tensor(head + np.concatenate([a, b]).tolist(), dtype=torch.float64, device=self.comm_device)
             dist.broadcast(t, self._root, group=self.group)
             flat = t.cpu().numpy()
-            self.curves = (flat[:n].copy(), flat[n:].copy())
+            learnt = tuple(int(v) for v in flat[:n])
+            self.curves = (flat[n:2 * n].copy(), flat[2 * n:].copy())
+        if learnt[0] > 0:  # zeros: nothing was decided (a window that taught nothing)
+            self.batches = self.batches_run = learnt  # the next window runs the decision
 
     def _readings(self) -> tuple[float, float]:
         """(cpu_available, mem_available): the schedule's under an emulated slowdown, else measured at

@@ -1,0 +1,83 @@
+"""Machine instructions per worker-iteration: the parameter-server fast path against a bare SimPy loop.
+
+Run: ``python benchmarks/callgrind_ratio.py asp@16 dssp@1024 ...`` (``scheme@workers[:updates]``; needs ``valgrind``; minutes per
+case: valgrind runs Python ~50x slower). Load-free like ``bench_opcodes.py``, but it counts what the
+CPU executes (callgrind's ``Ir``), the C inside every call included — heap operations, float
+hashing, dict and tuple work, numpy — where ``bench_opcodes.py`` counts each Python bytecode as
+one. Per case: the events the SimPy event path processes on the scenario (counted natively, as
+``bench_simulator.count_events``), then two runs under ``valgrind --tool=callgrind`` with
+collection on only inside ``eval`` (``--toggle-collect=builtin_eval*``): the bare loop
+(:func:`bench_simulator.bare_simpy_loop`, those events) and ``simulate`` (the fast path), each
+after a warm-up of the same call so that lazy imports and caches are not counted. Sizes as
+``bench_opcodes.py``: 4,000 updates at 16 and 256 workers, 16,000 at 1,024 (WBSP: that many
+local steps divided by the workers). ``PYTHONHASHSEED=0`` keeps the runs repeatable.
+
+Prints, per case: the events, both instruction counts, both per worker-iteration and the ratio
+bare / ours (the issue's target, in time: >= 2).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+
+def _size(scheme: str, workers: int) -> int:
+    updates = 4000 * max(1, workers // 256)
+    return max(10, updates // workers) if scheme == "wbsp" else updates
+
+
+def _inner(mode: str, scheme: str, workers: int, updates: int, events: int) -> None:
+    """Under valgrind: warm up, then the measured call inside ``eval`` (the only code collected)."""
+    from bench_simulator import bare_simpy_loop, scenario
+
+    from lbsim.simulator.run import simulate
+
+    sc = scenario(scheme, workers, updates)
+    if mode == "bare":
+        bare_simpy_loop(min(events, 20_000), workers)
+        eval("bare_simpy_loop(events, workers)")  # noqa: S307 - the collected region
+    else:
+        simulate(sc)
+        result = eval("simulate(sc)")  # noqa: S307 - the collected region
+        print(f"worker_iterations={result.summary['worker_iterations']}")
+
+
+def _instructions(mode: str, scheme: str, workers: int, updates: int, events: int) -> tuple[int, str]:
+    cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=builtin_eval*", "--callgrind-out-file=/dev/null",
+           sys.executable, __file__, "--inner", mode, scheme, str(workers), str(updates), str(events)]
+    env = dict(os.environ, PYTHONHASHSEED="0")
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    refs = re.search(r"refs:\s+([\d,]+)", out.stderr)
+    if refs is None:
+        raise RuntimeError(f"no instruction count from valgrind:\n{out.stderr[-2000:]}")
+    return int(refs.group(1).replace(",", "")), out.stdout
+
+
+def main(cases: list[str]) -> None:
+    from bench_simulator import count_events, scenario
+
+    for case in cases:
+        scheme, rest = case.split("@")
+        workers_text, _, updates_text = rest.partition(":")
+        workers = int(workers_text)
+        updates = int(updates_text) if updates_text else _size(scheme, workers)
+        events = count_events(scenario(scheme, workers, updates))
+        bare, _ = _instructions("bare", scheme, workers, updates, events)
+        ours, stdout = _instructions("ours", scheme, workers, updates, events)
+        n = int(re.search(r"worker_iterations=(\d+)", stdout).group(1))  # type: ignore[union-attr]
+        print(f"{case}: updates {updates}, events {events}, worker-iterations {n}; instructions bare {bare:,} "
+              f"({bare / n:,.0f}/wi), ours {ours:,} ({ours / n:,.0f}/wi); ratio {bare / ours:.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--inner"]:
+        _inner(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
+    else:
+        main(sys.argv[1:] or [f"{s}@{w}" for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp") for w in (16, 256, 1024)])
