@@ -389,9 +389,19 @@ def test_dssp_answers_at_its_push_as_asked_after(n, rule, picks, speeds) -> None
     fused, asked = Gate(DSSP(cfg, ctx), n), Gate(DSSP(cfg, ctx), n)
     asked.admit = asked._admit_asked  # type: ignore[method-assign]
     assert fused.admit == fused._admit_decided
+    pushes = [0] * n
+    for w in _push_alike(fused, asked, picks, speeds, n):
+        pushes[w] += 1  # the gate's clocks (Clocks.tick, written out in Gate.push) count every push
+        assert list(fused.clocks) == pushes and (fused.clocks.low, fused.clocks.high) == (min(pushes), max(pushes))
+    assert fused.scheme.diagnostics() == asked.scheme.diagnostics()
+    assert fused.scheme.credit == asked.scheme.credit
+
+
+def _push_alike(fused, asked, picks, speeds, n):  # type: ignore[no-untyped-def]
+    """Drive two gates with the same random pushes (a held worker sits out until released), asserting
+    after each that they release, admit and hold alike; yields each pusher."""
     held: set[int] = set()
     t = [0.0] * n
-    pushes = [0] * n
     for pick in picks:
         w = pick % n
         if w in held:
@@ -405,10 +415,7 @@ def test_dssp_answers_at_its_push_as_asked_after(n, rule, picks, speeds) -> None
         if not go:
             held.add(w)
         assert fused.held == asked.held
-        pushes[w] += 1  # the gate's clocks (Clocks.tick, written out in Gate.push) count every push
-        assert list(fused.clocks) == pushes and (fused.clocks.low, fused.clocks.high) == (min(pushes), max(pushes))
-    assert fused.scheme.diagnostics() == asked.scheme.diagnostics()
-    assert fused.scheme.credit == asked.scheme.credit
+        yield w
 
 
 def _controller_matrix(a_p, i_p, a_slow, i_slow, r_max):  # DSSP's controller as the (r, k) matrix, in numpy
@@ -448,21 +455,8 @@ def test_elastic_bsp_answers_at_its_push_as_asked_after(n, monitor, lookahead, p
     fused, asked = Gate(ElasticBSP(cfg, ctx), n), Gate(ElasticBSP(cfg, ctx), n)
     asked.admit = asked._admit_asked  # type: ignore[method-assign]
     assert fused.admit == fused._admit_decided
-    held: set[int] = set()
-    t = [0.0] * n
-    for pick in picks:
-        w = pick % n
-        if w in held:
-            continue
-        t[w] += speeds[w]
-        released = fused.push(w, t[w])
-        assert released == asked.push(w, t[w])
-        held -= set(released)
-        go = fused.admit(w)
-        assert go == asked.admit(w)
-        if not go:
-            held.add(w)
-        assert fused.held == asked.held
+    for _ in _push_alike(fused, asked, picks, speeds, n):
+        pass
     assert fused.scheme.decision_rows() == asked.scheme.decision_rows()
 
 
