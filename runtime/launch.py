@@ -57,6 +57,14 @@ PRELOAD = ("torch", "torch.distributed", "numpy", "yaml")
 START_METHODS = ("forkserver", "spawn")
 
 
+def preload_fork_server() -> None:
+    """Have this process's fork server import :data:`PRELOAD` (effective when the server starts: at its
+    first use by a launch, a test's ranks or a sweep's process pool, whichever comes first)."""
+    import multiprocessing
+
+    multiprocessing.set_forkserver_preload(list(PRELOAD))
+
+
 def start_method(requested: str | None = None) -> str:
     """``requested``, else ``forkserver`` where this platform offers it, else ``spawn``."""
     import multiprocessing
@@ -78,8 +86,8 @@ def launch(job: Job, nproc: int, *, progress: Any = None, method: str | None = N
 
     how = start_method(method)
     ctx: Any = mp.get_context(how)
-    if how == "forkserver":  # effective when this process starts its fork server (first launch)
-        ctx.set_forkserver_preload(list(PRELOAD))
+    if how == "forkserver":
+        preload_fork_server()
     shared = ctx.Array("d", nproc + 1, lock=False)
     status = Path(tempfile.mkdtemp(prefix="lbsim-runtime-"))
     procs: list[Any] = []

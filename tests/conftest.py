@@ -13,18 +13,16 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+TRACES = REPO / "scenarios" / "traces"
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """One fork server per session serves both the sweeps' process pools and the runtime's ranks; whichever
     starts it first, it preloads what ranks need (:data:`lbsim.runtime.launch.PRELOAD`), so a sweep test
     that runs first does not leave every later rank importing torch itself."""
-    import multiprocessing
+    from lbsim.runtime.launch import preload_fork_server
 
-    from lbsim.runtime.launch import PRELOAD
-
-    multiprocessing.set_forkserver_preload(list(PRELOAD))
-TRACES = REPO / "scenarios" / "traces"
+    preload_fork_server()
 
 
 def group(count: int = 1, speed: float = 100.0, *, t0: float = 0.0, bw: float = 8.0, max_batch: int = 100_000,

@@ -1,13 +1,13 @@
 """Starting gloo ranks in tests as lbsim's launcher does: forked from the fork server with torch preloaded.
 
-:func:`start_ranks` is ``torch.multiprocessing.start_processes`` with the start method and the
-fork server's preloaded modules of :mod:`lbsim.runtime.launch`, so the tests' own rank jobs do not
-each import torch afresh (the server, one per test session, is shared with the launcher's ranks).
+:func:`start_ranks` is ``torch.multiprocessing.start_processes`` with the start method of
+:mod:`lbsim.runtime.launch`; the session's fork server, shared with the launcher's ranks, preloads
+torch (``tests/conftest.py``'s ``pytest_configure``), so the tests' own rank jobs do not each import
+torch afresh.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Callable
 from typing import Any
 
@@ -16,9 +16,6 @@ def start_ranks(fn: Callable[..., None], args: tuple[Any, ...], nprocs: int) -> 
     """Run ``fn(rank, *args)`` in ``nprocs`` processes and wait; a rank's exception is raised here."""
     import torch.multiprocessing as mp
 
-    from lbsim.runtime.launch import PRELOAD, start_method
+    from lbsim.runtime.launch import start_method
 
-    how = start_method()
-    if how == "forkserver":  # effective when the session's fork server starts (its first use)
-        multiprocessing.set_forkserver_preload(list(PRELOAD))
-    mp.start_processes(fn, args=args, nprocs=nprocs, start_method=how)
+    mp.start_processes(fn, args=args, nprocs=nprocs, start_method=start_method())
