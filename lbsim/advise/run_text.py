@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from lbsim.scenario.loader import scenario_data
+from lbsim.scenario.loader import DUMP_STYLE, scenario_data
 from lbsim.scenario.overrides import YAML12_FLOAT, YAML12_FLOAT_FIRST
 from lbsim.scenario.schema import Scenario
 
@@ -31,7 +31,7 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:float", YAML12_FLOAT, YAML12_FL
 
 def run_text(scenario: Scenario) -> str:
     """``scenario`` as YAML, formatted as :func:`lbsim.scenario.loader.dump_scenario` formats it."""
-    return str(yaml.dump(scenario_data(scenario), Dumper=_Dumper, sort_keys=False, default_flow_style=None, width=100))
+    return str(yaml.dump(scenario_data(scenario), Dumper=_Dumper, **DUMP_STYLE))
 
 
 def read_run_text(text: str) -> Any:

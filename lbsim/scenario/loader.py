@@ -171,6 +171,10 @@ def _drop_defaults(section: Any, defaults: dict[str, Any]) -> None:
                 del section[key]
 
 
+DUMP_STYLE: dict[str, Any] = {"sort_keys": False, "default_flow_style": None, "width": 100}
+"""How a resolved scenario is written as YAML: keys in the schema's order, short lists inline."""
+
+
 def dump_scenario(scenario: Scenario) -> str:
     """The resolved scenario as YAML text (:func:`scenario_data`)."""
-    return yaml.safe_dump(scenario_data(scenario), sort_keys=False, default_flow_style=None, width=100)
+    return yaml.safe_dump(scenario_data(scenario), **DUMP_STYLE)
