@@ -76,12 +76,11 @@ def controller(a_p: float, i_p: float, a_slow: float, i_slow: float, r_max: int)
     sim_slow = [base + k * i_slow for k in range(r_max + 1)]
     if i_slow < 0.0:  # not from push times (they only grow): the full matrix, same rule
         return min(range(r_max + 1), key=lambda r: min(abs(s - (a_p + r * i_p)) for s in sim_slow))
-    last = r_max
     best_r, best = 0, math.inf
     for r in range(r_max + 1):
         sim_p = a_p + r * i_p
         k = bisect_left(sim_slow, sim_p)
-        gap = sim_slow[k] - sim_p if k <= last else math.inf  # the nearest at or above
+        gap = sim_slow[k] - sim_p if k <= r_max else math.inf  # the nearest at or above
         if k > 0:
             below = sim_p - sim_slow[k - 1]  # the nearest below
             if below < gap:
