@@ -171,7 +171,9 @@ class FastWBSP(WBSPBook):
                     applied(w, [s])
                 if env.stopped:
                     raise Stopped(now)
-                if take_flag(w):
+                flagged = rounds.flagged  # Rounds.take_flag, written out (a round's close replaces the list)
+                if flagged[w]:
+                    flagged[w] = False
                     version = len(versions)
                     s.busy_since = now
                     if node_in >= 0:
