@@ -182,14 +182,26 @@ def _bounded(value: float, path: str, meta: Mapping[str, Any]) -> Any:
     return value
 
 
+_FIELDS: dict[type, tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]] = {}
+
+
+def _init_fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]]]:
+    """``cls``'s resolved type hints and its ``__init__`` fields by name, resolved once per class
+    (resolving the hints is most of the cost of parsing a small mapping; a class's hints do not change)."""
+    got = _FIELDS.get(cls)
+    if got is None:
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+        got = _FIELDS[cls] = (typing.get_type_hints(cls), fields)
+    return got
+
+
 def parse(cls: type[T], data: Any, path: str = "") -> T:
     """Build dataclass ``cls`` from mapping ``data``; unknown keys and bad values are errors."""
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise InputError(path, f"expected a mapping of keys, got {_describe(data)}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
+    hints, fields = _init_fields(cls)
     for key in data:
         if key not in fields:
             valid = ", ".join(sorted(fields)) or "(none)"

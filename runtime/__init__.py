@@ -15,6 +15,7 @@ writes the simulator's records. Which loop runs a scheme follows from its driver
 * :mod:`lbsim.runtime.resources` — CPU/memory availability readings, core pinning;
 * :mod:`lbsim.runtime.dist` — process group, collectives with rank-naming errors, the failure hook;
 * :mod:`lbsim.runtime.profile` — ``lbsim profile``: calibration as scenario overrides;
+* :mod:`lbsim.runtime.profile_fit` — its fits, without torch (the launcher of ``lbsim validate`` refits with them);
 * :mod:`lbsim.runtime.validate`, :mod:`lbsim.runtime.commands` — ``lbsim validate`` and the CLI commands;
 * :mod:`lbsim.runtime.config` — options and the checks that a scenario can run;
 * :mod:`lbsim.runtime.ddp` — LB-BSP as a library for ordinary DDP scripts under ``torchrun`` (docs/library.md).

@@ -157,7 +157,7 @@ def _validate_into(out: Path, args: Any, names: list[str], options: Any, n: int,
                    simulate_to: Callable[[Any, Path, str], dict[str, Any]],
                    repeats: int) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """Run the validation into ``out``; each repeat's reports, and their summary when ``repeats > 1``."""
-    from .profile import calibration, pool
+    from .profile_fit import calibration, pool
 
     # one set of processes for every repeat, so one progress bar over all of them
     dirs = [out] if repeats == 1 else [out / f"repeat_{r + 1}" for r in range(repeats)]

@@ -46,7 +46,7 @@ import torch
 
 from lbsim.errors import InputError
 
-from .profile import fit_affine
+from .profile_fit import fit_affine
 
 MEMORY_MARGIN = 0.9  # share of the GPU's memory a step may plan to use (allocator fragmentation)
 MAX_SIZES = 16

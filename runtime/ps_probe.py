@@ -94,12 +94,3 @@ def _wait_done(server: int, done: threading.Event) -> None:
         dist.recv(flag, server, tag=TAG_DONE)
     finally:
         done.set()
-
-
-def ps_network(probe: dict[str, Any]) -> dict[str, Any]:
-    """``parameter_server`` network figures from a probe (pure): bandwidth, latency, apply time."""
-    slope = (probe["big_rtt_s"] - probe["small_rtt_s"]) / max(1, probe["big_bytes"] - probe["small_bytes"])
-    bytes_per_s = 2.0 / slope if slope > 0 else 2.0 * probe["big_bytes"] / probe["big_rtt_s"]
-    latency = max(0.0, (probe["small_rtt_s"] - 2.0 * probe["small_bytes"] / bytes_per_s) / 2.0)
-    return {"name": "parameter_server", "server_bandwidth_gbps": bytes_per_s * 8 / 1e9, "latency_s": latency,
-            "apply_s": max(0.0, float(probe["apply_s"]))}

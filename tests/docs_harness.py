@@ -58,8 +58,13 @@ def fresh_clone(dest: Path) -> Path:
 
 
 def clone_env(clone: Path, home: Path) -> dict[str, str]:
+    """The environment of a new user's shell in ``clone``: this one's, without lbsim's and pytest's
+    variables and with Python's default bytecode cache (``__pycache__`` in the clone), as after
+    ``git clone``: a ``PYTHONDONTWRITEBYTECODE`` set here would have every command, and every rank
+    it starts, compile lbsim's sources afresh."""
     home.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LBSIM_", "PYTEST_"))}
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("LBSIM_", "PYTEST_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env.update(PYTHONPATH=str(clone), HOME=str(home), MPLCONFIGDIR=str(home / "mpl"))
     return env
 

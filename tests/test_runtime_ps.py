@@ -220,7 +220,7 @@ def test_ps_scheme_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_ps_network_reproduces_the_probed_round_trips() -> None:
     """The calibrated server: a simulated round trip 2 S / B + 2 L equals the probe at both sizes."""
-    from lbsim.runtime.ps_probe import ps_network
+    from lbsim.runtime.profile_fit import ps_network
 
     probe = {"small_bytes": 40_000, "small_rtt_s": 0.003, "big_bytes": 8_000_000, "big_rtt_s": 0.011, "apply_s": 2e-5}
     net = ps_network(probe)
