@@ -1,7 +1,7 @@
 """Mixed hardware plus sequence lengths, for real (gloo, CPU ranks) and in the simulator.
 
 Run: ``python benchmarks/bench_seqlen_runtime.py [--world 3] [--slow-ranks 2] [--batch 48] [--steps 14]
-[--repeats 1] [--out runs/seqlen_runtime.json]``.
+[--repeats 1] [--no-pin] [--work wall] [--out runs/seqlen_runtime.json]``.
 
 A small length-sensitive model — one self-attention block (d = 48) over each sample's own token
 sequence, a next-token head, per-sample token-mean loss, float32, one thread per rank — trains on
@@ -24,6 +24,12 @@ start: on a host with fewer cores than ranks the ranks then share cores at the s
 not later, differently in each arm, and no per-rank speed describes them (measured: realized /
 fitted compute 0.6-0.8 on fast ranks, 1.0-1.2 on the slowed one). Sample by sample, a slowed rank
 uses ``1/SLOWDOWN`` of a core throughout its step; one fast and two slowed ranks want 1.8 cores.
+Each rank is pinned (``--pin``, the default; :func:`rank_cores`): a fast rank has a core to itself and
+the slowed ranks share the rest, so a fast rank never waits behind a slowed one and each rank stands
+for a processor of its own, as a GPU does. A slowed rank stretches its thread's CPU seconds of work
+(``--work cpu``, the default; :class:`lbsim.runtime.ddp.SlowedRank`): the time it waited for its
+shared core is not multiplied by ``SLOWDOWN`` as well (``--work wall``, with ``--no-pin``, runs the
+earlier set-up).
 
 Calibration, before each repeat's arms (the simulator's figures; none is taken from the arms):
 
@@ -76,6 +82,22 @@ REPO = Path(__file__).resolve().parents[1]
 LENGTHS_FILE = REPO / "data" / "token_lengths" / "azure_conv_2023.csv"
 SCALE, CAP, D, V, SLOWDOWN = 8, 768, 48, 64, 2.5
 ARMS = ("bucketing", "lbbsp count", "lbbsp cost")
+WORK = "cpu"  # what a slowed rank stretches (SlowedRank's ``work``); set from ``--work`` in each rank
+
+
+def rank_cores(world: int, slow_ranks: int, cpus: list[int]) -> list[list[int]] | None:
+    """Each rank's cores (``--pin``): a core of its own where the host has one per rank; otherwise a
+    core of its own for each fast rank and the rest shared by the slowed ranks (each uses about
+    ``1/SLOWDOWN`` of a core); None (no pinning) where that leaves the slowed ranks no core.
+
+    Pinned, a fast rank never waits behind a slowed one: each rank then stands for a processor of its
+    own, as a GPU is, instead of the host's scheduler sharing cores among them step by step."""
+    fast = world - slow_ranks
+    if len(cpus) >= world:
+        return [[c] for c in cpus[:world]]
+    if len(cpus) <= fast:
+        return None
+    return [[cpus[r]] for r in range(fast)] + [cpus[fast:]] * slow_ranks
 
 
 def write_lengths(folder: Path) -> Path:
@@ -259,7 +281,7 @@ def calibrate_balancer(arm: str, B: int, cfg: dict[str, float], nominal: float, 
     from lbsim.runtime.ddp import SlowedRank, constant_slowdown
 
     lb = _balancer(arm, B, cfg, nominal, None, lengths)
-    slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
+    slowed = SlowedRank(constant_slowdown(SLOWDOWN), work=WORK) if slow else None
     torch.manual_seed(0)
     model = Block()
     step = list(range(B))
@@ -313,7 +335,7 @@ class ShareProbe:
         counts = proportional_split(len(step), weights, [len(step)] * world, min_batch=1)
         lo = sum(counts[:rank])
         self.mine = list(range(lo, lo + counts[rank]))
-        self.slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
+        self.slowed = SlowedRank(constant_slowdown(SLOWDOWN), work=WORK) if slow else None
         self.pred = sum(cost_s(cfg, int(step[i])) for i in self.mine) * (SLOWDOWN if slow else 1.0)
 
     def round(self) -> float:
@@ -408,19 +430,24 @@ def calibrate(rank: int, world: int, slow: bool, slow_ranks: int, ref: float, le
 
 
 def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float, world: int, slow_ranks: int,
-          repeats: int) -> None:
+          repeats: int, cores: list[list[int]] | None, work: str) -> None:
     import torch.distributed as dist
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from lbsim.runtime.ddp import SlowedRank, constant_slowdown, slowed_hook
 
+    global WORK
+    WORK = work
+    if cores is not None:  # before gloo starts its threads: they inherit the rank's cores
+        os.sched_setaffinity(0, cores[rank])
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=world)
     steps, B = step_len.shape  # noqa: N806
     lengths = step_len.ravel()  # sample k B + j: round k's j-th
     slow = rank >= world - slow_ranks
-    result: dict[str, Any] = {"world": world, "slow_ranks": slow_ranks, "repeats": repeats, "calibration": [],
+    result: dict[str, Any] = {"world": world, "slow_ranks": slow_ranks, "repeats": repeats, "cores": cores, "work": work,
+                              "calibration": [],
                               "interleaved_share": []}
     for rep in range(repeats):
         calib = calibrate(rank, world, slow, slow_ranks, ref, lengths, B)
@@ -430,7 +457,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
         runs = {}
         for arm in ARMS:
             torch.manual_seed(0)
-            slowed = SlowedRank(constant_slowdown(SLOWDOWN)) if slow else None
+            slowed = SlowedRank(constant_slowdown(SLOWDOWN), work=WORK) if slow else None
             model = DDP(Block())
             mark = Mark()
             lb = None
@@ -581,6 +608,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=48, help="global batch B (samples per step, all ranks)")
     ap.add_argument("--out", default="runs/seqlen_runtime.json")
     ap.add_argument("--replay", default=None, help="a finished run's JSON: simulate and summarize its records again")
+    ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
+                    help="pin ranks to cores (rank_cores): a core per fast rank, the rest shared by the slowed ranks")
+    ap.add_argument("--work", choices=("cpu", "wall"), default="cpu",
+                    help="a slowed rank stretches its thread's CPU seconds (cpu) or its wall seconds of work (wall)")
     args = ap.parse_args()
     if not (2 <= args.world <= 8 and 1 <= args.slow_ranks < args.world and 1 <= args.repeats <= 20
             and 3 <= args.steps <= 60 and args.world <= args.batch <= 256):
@@ -601,10 +632,14 @@ def main() -> None:
         out.write_text(json.dumps({**report, "load": done.get("load"), "raw": raw}))
         return
     step_len, ref = step_lengths(lengths_file, args.steps, args.batch)
+    cores = rank_cores(args.world, args.slow_ranks, sorted(os.sched_getaffinity(0))) if args.pin else None
+    if args.pin and cores is None:
+        print(f"not pinned: {len(os.sched_getaffinity(0))} cores leave the slowed ranks none")
+    print(f"ranks' cores: {cores if cores is not None else 'not pinned'}; a slowed rank stretches its {args.work} time")
     load0 = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         mp.start_processes(_rank, args=(str(Path(tmp) / "rendezvous"), str(out), step_len, ref, args.world,
-                                        args.slow_ranks, args.repeats), nprocs=args.world, start_method="spawn")
+                                        args.slow_ranks, args.repeats, cores, args.work), nprocs=args.world, start_method="spawn")
     load1 = os.getloadavg()
     real = json.loads(out.read_text())
     report = summarize(real, lengths_file, args.steps, out.parent, args.batch)

@@ -88,6 +88,8 @@ class FastWBSP(WBSPBook):
         batch_of, step = self.scheme.batch, self._step
         push, pull, apply = server.push, server.pull, server.apply
         applied, end_step, adopt, take_flag = self._applied, self._end_step, self._adopt, self.rounds.take_flag
+        rounds, on_upload, close_round, observe, emit = self.rounds, self._on_upload, self._close_round, self._observe_step, self._emit
+        versions = rounds.samples_of  # one entry per closed round, i.e. per update: env.version is its length
         fifo, times, slot, parent_of, collide = loop.fifo, loop.times, loop.slot, loop.parent_of, loop.collide
         me, me_kept = 2 * w, 2 * w + 1  # event codes (odd: a compute end, whose parent is an event of the loop's)
         timing, free, hold_end = loop.timing, loop.free, loop.hold_end
@@ -161,11 +163,18 @@ class FastWBSP(WBSPBook):
                         now = yield now
                 env._now = now
                 s.comm_s, s.wait_s = pushed - compute_end, now - pushed
-                applied(w, [s])
+                if numerics is None:  # WBSPBook._applied for one step without numerics, written out
+                    rounds.open.append(s)
+                    if on_upload(w, 1, now):
+                        close_round()
+                else:
+                    applied(w, [s])
                 if env.stopped:
                     raise Stopped(now)
-                if take_flag(w):
-                    version = env.version
+                flagged = rounds.flagged  # Rounds.take_flag, written out (a round's close replaces the list)
+                if flagged[w]:
+                    flagged[w] = False
+                    version = len(versions)
                     s.busy_since = now
                     if node_in >= 0:
                         now = yield from pull(w, w, now)
@@ -193,7 +202,13 @@ class FastWBSP(WBSPBook):
                     s.busy_since = None
                     base_version = version
                     adopt(w, version)
-                end_step(s)
+                if numerics is None:  # WBSPBook._end_step, written out (the same step time: fetch_s = 0.0)
+                    s.end_s = now
+                    observe(w, 0.0 + (compute_end - start) + s.comm_s + s.wait_s)
+                    if s.update >= 0:  # its round has closed
+                        emit(s)
+                else:
+                    end_step(s)
                 it += 1
         except RunEnded:
             return  # the steps the end cuts are the environment's open rows (SimEnv.finish)

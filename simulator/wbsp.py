@@ -169,8 +169,12 @@ class WBSPBook:
                     s.busy_since = None
                 end_s = s.end_s = now
                 s.cut = True
-            if record is not None:  # ended and in this update: its record (_emit)
-                record(row(s, end_s, s.cut))
+            if record is not None:  # ended and in this update: its record (_emit; _row written out, weight = batch / samples)
+                start_s, compute_start_s, batch, wait_s = s.start_s, s.compute_start_s, s.batch, s.wait_s
+                compute_s = s.compute_end_s - compute_start_s
+                fetch_s = compute_start_s - start_s
+                record((s.worker, s.iteration, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
+                        wait_s, end_s, batch, update - s.base_version, False, batch / samples, fetch_s, s.cut))
         if rows:
             env.iterations.extend_rows(rows)
         if final:

@@ -89,3 +89,10 @@ def test_shares_and_jitter_separate_each_ranks_noise_from_the_hosts(bench) -> No
     assert mixed["jitter_cv"] == pytest.approx(np.sqrt(np.expm1(0.04)), rel=0.1)
     assert mixed["share"]["slow"] == pytest.approx(1.5 * float(host.mean()) * np.exp(-0.02), rel=0.05)  # the mean step's
     assert mixed["share"]["fast"] / mixed["share"]["slow"] == pytest.approx(1.2 / 1.5, rel=0.05)
+
+
+def test_pinning_gives_fast_ranks_a_core_each_and_slowed_ranks_the_rest(bench) -> None:  # type: ignore[no-untyped-def]
+    assert bench.rank_cores(3, 2, [0, 1]) == [[0], [1], [1]]  # the 2-core host: the slowed ranks share core 1
+    assert bench.rank_cores(4, 2, [0, 1, 2]) == [[0], [1], [2], [2]]
+    assert bench.rank_cores(4, 2, list(range(16))) == [[0], [1], [2], [3]]  # a core per rank where there are enough
+    assert bench.rank_cores(3, 1, [4, 7]) is None  # two fast ranks take both cores: nothing left for the slowed one

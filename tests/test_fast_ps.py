@@ -501,3 +501,20 @@ def test_events_at_one_instant_go_by_parent_then_as_scheduled() -> None:
     assert _crowd_order([(0, 2.0, 0), (1, 1.0, 0)]) == [1, 0]
     with pytest.raises(Tie):
         _crowd_order([(0, 3.0, 0), (1, 2.0, 0), (2, 2.0, 0)])
+
+
+_part = st.one_of(st.integers(0, 2**33), st.text(max_size=8))
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**40), names=st.lists(_part, max_size=5))
+def test_a_named_stream_is_seed_sequence_of_its_list(seed, names) -> None:
+    """lbsim.rng.stream hands SeedSequence a uint32 array when every part fits one word: the
+    stream is the one of the plain list of ints (seed, then each name's key), above 2**32 too."""
+    import zlib
+
+    from lbsim.rng import stream
+    entropy = [seed, *(n if isinstance(n, int) else zlib.crc32(n.encode("utf-8")) for n in names)]
+    ours, reference = stream(seed, *names), np.random.default_rng(np.random.SeedSequence(entropy))
+    assert ours.bit_generator.state == reference.bit_generator.state
+    assert ours.random(3).tolist() == reference.random(3).tolist()

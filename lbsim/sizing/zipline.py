@@ -65,6 +65,7 @@ import numpy as np
 
 #: :func:`zipline_bruteforce` refuses inputs with more choices than this (``R**n``).
 BRUTEFORCE_MAX_CHOICES = 2_000_000
+_NO_OVERFLOW = 1e300  # predicted ends whose magnitude bound is below this cannot overflow float64
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,18 @@ def predict_ends(last_push_s: Sequence[float], interval_s: Sequence[float], look
     if last.ndim != 1 or interval.ndim != 1 or len(last) != len(interval) or len(last) == 0:
         raise ValueError(f"last_push_s and interval_s must be non-empty 1-D sequences of equal length, "
                          f"got shapes {last.shape} and {interval.shape}")
-    if not np.all(np.isfinite(last)) or not np.all(np.isfinite(interval)):
+    if not (np.isfinite(last).all() and np.isfinite(interval).all()):
         raise ValueError("last_push_s and interval_s must be finite")
-    if np.any(interval < 0):
+    if (interval < 0).any():
         raise ValueError(f"interval_s must be >= 0, got {interval.tolist()}")
     steps = np.arange(1, int(lookahead) + 1, dtype=np.float64)
+    # |e[p, j]| <= |last[p]| + R * interval[p] (up to two roundings): far below float64's maximum,
+    # nothing can overflow, and the floating-point error state need not be switched
+    if float(np.abs(last).max()) + float(steps[-1]) * float(interval.max()) < _NO_OVERFLOW:
+        return last[:, None] + steps[None, :] * interval[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         ends = last[:, None] + steps[None, :] * interval[:, None]
-    if not np.all(np.isfinite(ends)):
+    if not np.isfinite(ends).all():
         raise ValueError("predicted end times overflow float64")
     return ends
 
@@ -144,13 +149,13 @@ def _zipline(arr: np.ndarray) -> ZipLineChoice:
     """:func:`zipline` of a checked ``arr`` (float64, finite, (n, R), rows sorted)."""
     n, r = arr.shape
     flat = arr.ravel()
-    order = np.argsort(flat, kind="stable")  # the heap's pop order: by time, then worker, then cursor
-    stop = int(np.argmax(order % r == r - 1))  # the first pop of a worker's last time (every row has one)
+    order = flat.argsort(kind="stable")  # the heap's pop order: by time, then worker, then cursor
+    stop = int((order % r == r - 1).argmax())  # the first pop of a worker's last time (every row has one)
     pops = order[: stop + 1]
     lo = flat[pops]  # each set's min
     # each set's max: the first times' max, raised by every next time pushed so far
     hi = np.maximum.accumulate(np.concatenate((arr[:, :1].max(axis=0), flat[pops[:-1] + 1])))
-    best_lo = lo[int(np.argmin(hi - lo))]  # the first smallest range (a later equal one never replaces it)
+    best_lo = lo[int((hi - lo).argmin())]  # the first smallest range (a later equal one never replaces it)
     # the first optimal set has each cursor on the worker's first time >= its min (module docstring)
     below = (arr < best_lo).sum(axis=1)
     indices: list[int] = below.tolist()
