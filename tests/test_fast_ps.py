@@ -520,6 +520,21 @@ def test_a_named_stream_is_seed_sequence_of_its_list(seed, names) -> None:
     assert ours.random(3).tolist() == reference.random(3).tolist()
 
 
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**33), width=st.integers(0, 6), names=st.lists(st.lists(_part, min_size=6, max_size=6),
+                                                                           min_size=1, max_size=6))
+def test_streams_made_at_once_are_the_named_streams(seed, width, names) -> None:
+    """lbsim.rng.streams (the SeedSequence hash for many streams at once, numpy's constants) gives
+    each name list the generator of lbsim.rng.stream: the same state, the same numbers."""
+    from lbsim.rng import stream, streams
+
+    lists = [tuple(n[:width]) for n in names]
+    for ours, name in zip(streams(seed, lists), lists, strict=True):
+        reference = stream(seed, *name)
+        assert ours.bit_generator.state == reference.bit_generator.state
+        assert ours.lognormal(0.0, 1.0, 4).tolist() == reference.lognormal(0.0, 1.0, 4).tolist()
+
 _FLOATS = st.floats(allow_nan=False, width=64)
 _ROWS = st.lists(st.tuples(st.integers(-1, 2**40), st.integers(0, 2**40), st.integers(-1, 2**40), _FLOATS, _FLOATS,
                            _FLOATS, _FLOATS, _FLOATS, st.integers(0, 2**20), st.integers(0, 2**20), st.booleans(),
