@@ -6,6 +6,7 @@ writes the simulator's records. Which loop runs a scheme follows from its driver
 (:data:`lbsim.runtime.config.DRIVER_LOOPS`). Modules:
 
 * :mod:`lbsim.runtime.launch` — start the ranks on this machine, watch them, name the one that failed;
+* :mod:`lbsim.runtime.server_preload` — the lbsim modules the fork server imports once for every rank;
 * :mod:`lbsim.runtime.worker` — the per-rank entry point (also ``torchrun -m lbsim.runtime.worker``), tasks;
 * :mod:`lbsim.runtime.loop` — the ``sync`` driver: one round: draw, compute, observe, decide, weighted all-reduce, step;
 * :mod:`lbsim.runtime.ps`, :mod:`lbsim.runtime.wbsp` — the ``async`` and ``wbsp`` drivers, with a parameter-server rank;

@@ -1,9 +1,9 @@
 """Start one process per worker on this machine, watch them, and name the rank that failed.
 
 :func:`launch` starts the ranks with ``multiprocessing`` and a rendezvous file in a private
-directory, and waits. Ranks are forked from a *fork server* that has imported torch once (start
-method ``forkserver``, preloading :data:`PRELOAD`), so a rank does not pay torch's import (seconds of
-CPU) each time; where ``forkserver`` is not offered, they start with ``spawn``. Either way a rank
+directory, and waits. Ranks are forked from a *fork server* that has imported torch and lbsim's
+rank modules once (start method ``forkserver``, preloading :data:`PRELOAD`), so a rank does not pay
+their import (seconds of CPU) each time; where ``forkserver`` is not offered, they start with ``spawn``. Either way a rank
 starts from a process that ran no torch code (no thread pools, no CUDA), and sets its environment,
 allocator and thread counts itself (:mod:`lbsim.runtime.rank_start`). Each rank reports its progress
 (rounds done) in shared memory and, if it fails, writes a report (its exception, whether it came
@@ -51,9 +51,9 @@ class RuntimeFailure(RuntimeError):
         self.rank = rank
 
 
-# What the fork server imports before it forks ranks: third-party modules only. lbsim itself is
-# imported by each rank, so that settings read at import (LBSIM_SCHEME_MODULES) are the launcher's.
-PRELOAD = ("torch", "torch.distributed", "numpy", "yaml")
+# What the fork server imports before it forks ranks: the third-party modules, then the lbsim modules
+# every rank imports, loaded so that settings read at import stay the launcher's (server_preload).
+PRELOAD = ("torch", "torch.distributed", "numpy", "yaml", "lbsim.runtime.server_preload")
 START_METHODS = ("forkserver", "spawn")
 
 

@@ -3,7 +3,8 @@
 :func:`rank_entry` is what the launcher starts. It imports nothing of lbsim beyond this module
 before the environment is in place, and receives the job pickled, so that unpickling its arguments
 loads no lbsim module either (lbsim's scheme registry reads ``LBSIM_SCHEME_MODULES`` when first
-imported); a scheme module named there that an earlier import missed is imported after.
+imported); a scheme module named there that an earlier import missed (the fork server loads the
+registry without them: :mod:`lbsim.runtime.server_preload`) is imported after.
 
 A rank forked by the fork server (:mod:`lbsim.runtime.launch`) inherits the server's environment,
 fixed when the server started, and its C library read ``MALLOC_*_`` variables only then. So the rank

@@ -82,6 +82,12 @@ def test_simulator_never_loads_torch() -> None:
     assert not [m for m in _modules_after(["lbsim.simulator.run"]) if m.startswith("lbsim.runtime")]
 
 
+def test_the_runtime_launcher_loads_no_torch() -> None:
+    """The process that runs ``lbsim train | profile | validate`` starts ranks and refits their profiles;
+    only the ranks import torch (seconds of CPU each time)."""
+    assert _loaded_after(["lbsim.runtime.commands", "lbsim.runtime.launch", "lbsim.runtime.profile_fit"], ["torch"]) == []
+
+
 def _modules_after(imports: list[str]) -> list[str]:
     code = (
         "import importlib, json, sys\n"
