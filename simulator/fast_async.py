@@ -18,7 +18,7 @@ from heapq import heappush
 
 import numpy as np
 
-from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES, RecordLog
+from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES, RecordLog, columns_from_flat
 from lbsim.metrics.run_end import cut_row
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
@@ -30,24 +30,25 @@ from .fast_server import FastServer
 
 _FLUSH_MASK = (1 << 16) - 1  # buffered rows move to the record logs every 65,536 updates
 _VARYING = ITERATION_COLUMNS[:10]  # an iteration row's fields up to ``staleness``; the rest are constant
-_ROW = np.dtype([(c, ITERATION_DTYPES[c]) for c in _VARYING])
 _CONSTANT = {"dropped": False, "weight": 1.0, "fetch_s": 0.0, "cut": False}  # an iteration that ran to its end
 assert _VARYING + tuple(_CONSTANT) == ITERATION_COLUMNS
-_UPDATE = np.dtype([("time_s", np.float64), ("samples", np.int64)])
+_UPDATE = ("time_s", "samples")  # an update row's buffered fields
 
 
-def _add_columns(log: RecordLog, rows: list[tuple], dtype: np.dtype, extra: dict) -> None:  # type: ignore[type-arg]
-    """Append ``rows`` (tuples of ``dtype``'s fields) to ``log`` as columns, with the columns ``extra``
-    (name -> a constant, or an array of one value per row), in the log's column order."""
-    table = np.fromiter(rows, dtype=dtype, count=len(rows))  # one pass in C over the tuples
-    n, dtypes = len(rows), log.kind.DTYPES
+def _add_columns(log: RecordLog, flat: list, names: tuple[str, ...], extra: dict) -> None:  # type: ignore[type-arg]
+    """Append the rows in ``flat`` (the fields ``names`` of each row, laid end to end) to ``log`` as
+    columns, with the columns ``extra`` (name -> a constant, or an array of one value per row), in
+    the log's column order."""
+    dtypes = log.kind.DTYPES
+    cols = columns_from_flat(flat, names, dtypes)
+    n = len(flat) // len(names)
     block = {}
     for c in log.kind.COLUMNS:
         if c in extra:
             v = extra[c]
             block[c] = v if isinstance(v, np.ndarray) else np.full(n, v, dtype=dtypes[c])
         else:
-            block[c] = np.ascontiguousarray(table[c])
+            block[c] = cols[c]
     log.extend_columns(block)
 
 
@@ -62,11 +63,12 @@ class FastAsync:
         self.server = FastServer(self.loop)
         self.updates = 0  # updates made
         self.samples_applied = 0
-        # buffered for the run's record logs, in order: updates as (time_s, samples) (the update's
-        # number is its place; one gradient each), iterations that ran to their end as their first
-        # ten fields (_VARYING; the rest _CONSTANT), and the rows the run's end cuts in full
-        self.update_rows: list[tuple[float, int]] = []
-        self.rows: list[tuple] = []  # type: ignore[type-arg]
+        # buffered for the run's record logs, in order, each row's fields laid end to end (no tuple
+        # per row): updates as time_s, samples (the update's number is its place; one gradient
+        # each), iterations that ran to their end as their first ten fields (_VARYING; the rest
+        # _CONSTANT); and the rows the run's end cuts, in full
+        self.update_rows: list[float | int] = []
+        self.rows: list[float | int] = []
         self.cut_rows: list[tuple] = []  # type: ignore[type-arg]
 
     def run(self) -> None:
@@ -87,11 +89,11 @@ class FastAsync:
         env, updates, rows = self.env, self.update_rows, self.rows
         if updates:
             first = len(env.updates)
-            numbers = np.arange(first, first + len(updates), dtype=np.int64)
+            numbers = np.arange(first, first + len(updates) // 2, dtype=np.int64)
             _add_columns(env.updates, updates, _UPDATE, {"update": numbers, "gradients": 1})
             updates.clear()
         if rows:
-            _add_columns(env.iterations, rows, _ROW, _CONSTANT)
+            _add_columns(env.iterations, rows, _VARYING, _CONSTANT)
             rows.clear()
         if self.cut_rows:
             env.iterations.extend_rows(self.cut_rows)
@@ -104,7 +106,7 @@ class FastAsync:
         end_of = compute_end_of(cont, env.workers[w])  # iteration_end_s, one call
         run_end, progress = env.run_end, env._progress
         fraction, (final_updates, final_samples) = run_end.fraction, run_end.thresholds()
-        add_update, add_row, flush, add_cut = self.update_rows.append, self.rows.append, self._flush, self.cut_rows.append
+        add_update, add_row, flush, add_cut = self.update_rows.extend, self.rows.extend, self._flush, self.cut_rows.append
         gate_push, admit, batch_of = self.gate.push, self.gate.admit, self.scheme.batch
         gated = not self.gate.free  # a scheme that never holds anyone: the gate is not asked (Gate.free)
         push, pull, apply = server.push, server.pull, server.apply

@@ -153,8 +153,8 @@ class WBSPBook:
             self.numerics.close_round(now)
             self.snapshots[env.version] = self.numerics.weights()
         final = not env.may_update()
-        rows: list[tuple[Any, ...]] = []  # the round's ended steps' records, added at once
-        record = None if env.stopped else rows.append  # SimEnv.record_row's rule
+        rows: list[Any] = []  # the round's ended steps' records (fields end to end), added at once
+        record = None if env.stopped else rows.extend  # SimEnv.record_row's rule
         row = self._row
         for s in steps:  # a step joins one round: none was registered as an open row before
             s.update = update
@@ -176,7 +176,7 @@ class WBSPBook:
                 record((s.worker, s.iteration, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
                         wait_s, end_s, batch, update - s.base_version, False, batch / samples, fetch_s, s.cut))
         if rows:
-            env.iterations.extend_rows(rows)
+            env.iterations.extend_flat(rows)
         if final:
             env.finish()
 

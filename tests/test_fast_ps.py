@@ -518,3 +518,71 @@ def test_a_named_stream_is_seed_sequence_of_its_list(seed, names) -> None:
     ours, reference = stream(seed, *names), np.random.default_rng(np.random.SeedSequence(entropy))
     assert ours.bit_generator.state == reference.bit_generator.state
     assert ours.random(3).tolist() == reference.random(3).tolist()
+
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**33), width=st.integers(0, 6), names=st.lists(st.lists(_part, min_size=6, max_size=6),
+                                                                           min_size=1, max_size=6))
+def test_streams_made_at_once_are_the_named_streams(seed, width, names) -> None:
+    """lbsim.rng.streams (the SeedSequence hash for many streams at once, numpy's constants) gives
+    each name list the generator of lbsim.rng.stream: the same state, the same numbers."""
+    from lbsim.rng import stream, streams
+
+    lists = [tuple(n[:width]) for n in names]
+    for ours, name in zip(streams(seed, lists), lists, strict=True):
+        reference = stream(seed, *name)
+        assert ours.bit_generator.state == reference.bit_generator.state
+        assert ours.lognormal(0.0, 1.0, 4).tolist() == reference.lognormal(0.0, 1.0, 4).tolist()
+
+_FLOATS = st.floats(allow_nan=False, width=64)
+_ROWS = st.lists(st.tuples(st.integers(-1, 2**40), st.integers(0, 2**40), st.integers(-1, 2**40), _FLOATS, _FLOATS,
+                           _FLOATS, _FLOATS, _FLOATS, st.integers(0, 2**20), st.integers(0, 2**20), st.booleans(),
+                           _FLOATS, _FLOATS, st.booleans()), max_size=40)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=_ROWS, ways=st.lists(st.integers(0, 3), min_size=40, max_size=40), chunk=st.integers(1, 9))
+def test_record_log_columns_are_the_rows_exactly(rows, ways, chunk) -> None:
+    """Rows added one by one, in lists, laid end to end or as column blocks, with a flush every
+    ``chunk`` rows, give the columns a structured array reads from the same tuples (bit for bit:
+    -0.0, infinities, subnormals, integers up to 2**40)."""
+    import lbsim.metrics.records as records
+
+    saved = records._CHUNK
+    records._CHUNK = chunk
+    try:
+        log = records.IterationLog()
+    finally:
+        records._CHUNK = saved
+    i = 0
+    while i < len(rows):
+        way, take = ways[i % len(ways)], rows[i:i + 1 + ways[(i + 1) % len(ways)]]
+        if way == 0:
+            log.add(rows[i])
+            i += 1
+            continue
+        if way == 1:
+            log.extend_rows(list(take))
+        elif way == 2:
+            log.extend_flat([v for r in take for v in r])
+        else:
+            block = np.array(take, dtype=records.IterationTable.ROW_DTYPE)
+            log.extend_columns({c: np.ascontiguousarray(block[c]) for c in ITERATION_COLUMNS})
+        i += len(take)
+        assert len(log) == i
+    expected = np.array(rows, dtype=records.IterationTable.ROW_DTYPE)
+    table = log.table()
+    assert len(table) == len(rows)
+    for c in ITERATION_COLUMNS:
+        assert table.columns[c].dtype == expected[c].dtype
+        assert table.columns[c].tobytes() == expected[c].tobytes(), c
+
+
+def test_record_log_refuses_an_integer_a_float64_does_not_hold() -> None:
+    from lbsim.metrics.records import IterationLog
+
+    log = IterationLog()
+    log.add((2**53, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 1, 0, False, 1.0, 0.0, False))
+    with pytest.raises(ValueError, match="'worker'"):
+        log.table()

@@ -32,7 +32,7 @@ from lbsim.contention.sources import (
     window,
 )
 from lbsim.errors import InputError
-from lbsim.rng import stream
+from lbsim.rng import stream, streams
 from lbsim.workers import WorkerSpec, select_workers
 
 JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds)
@@ -166,16 +166,18 @@ class ContentionSource(Protocol):
 
 def build_contention(scenario: ContentionSource, workers: tuple[WorkerSpec, ...]) -> list[WorkerContention]:
     """One :class:`WorkerContention` per worker; reads and checks trace files."""
-    out = [
-        WorkerContention(jitter_cv=w.jitter_cv, rng=stream(scenario.seed, "jitter", w.index)) for w in workers
-    ]
+    jitter = streams(scenario.seed, [("jitter", w.index) for w in workers])  # stream(seed, "jitter", i), made at once
+    out = [WorkerContention(jitter_cv=w.jitter_cv, rng=rng) for w, rng in zip(workers, jitter, strict=True)]
     for k, item in enumerate(scenario.contention):
         path = f"contention[{k}]"
         chosen = select_workers(item.workers, workers, f"{path}.workers")
         if isinstance(item, TraceContention):
             _check_trace_workers(item, len(workers), path)
+        rngs: dict[int, np.random.Generator] = {}
+        if isinstance(item, MarkovContention):  # stream(seed, "markov", k, "worker", w), made at once
+            rngs = dict(zip(chosen, streams(scenario.seed, [("markov", k, "worker", w) for w in chosen]), strict=True))
         for w in chosen:
-            time_src, iter_src = _source(item, k, w, scenario.seed, path)
+            time_src, iter_src = _source(item, k, w, scenario.seed, path, rngs.get(w))
             if iter_src is not None:
                 out[w].iterations.append(iter_src)
             if time_src is not None:
@@ -186,11 +188,13 @@ def build_contention(scenario: ContentionSource, workers: tuple[WorkerSpec, ...]
     return out
 
 
-def _source(item: object, k: int, w: int, seed: int, path: str) -> tuple[TimeSource | None, IterationSeries | None]:
+def _source(item: object, k: int, w: int, seed: int, path: str,
+            rng: np.random.Generator | None = None) -> tuple[TimeSource | None, IterationSeries | None]:
     if isinstance(item, ScheduledContention):
         return window(item.start_s, item.end_s, item.slowdown), None
     if isinstance(item, MarkovContention):
-        rng = stream(seed, "markov", k, "worker", w)
+        if rng is None:
+            rng = stream(seed, "markov", k, "worker", w)
         src = MarkovSource(
             rng,
             mean_off_s=item.mean_off_s,
