@@ -5,7 +5,10 @@ process each) are plain generators run by :class:`lbsim.simulator.fast_loop.Even
 server's queues in closed form (:class:`lbsim.simulator.fast_server.FastServer`). Rounds, steps
 and records are the event path's own (:class:`lbsim.simulator.wbsp.WBSPBook`: the scheme's
 ``on_upload`` / ``observe_step``, :class:`lbsim.schemes.wbsp_rounds.Rounds`), called at the same
-moments with the environment's clock set to the event's time; every time is computed by the event
+moments with the environment's clock set to the event's time. The base variant without numerics
+keeps each local step as a flat list (the fields of :class:`lbsim.simulator.wbsp.Step`, no object
+per step) and closes its rounds with :meth:`FastWBSP._close_flat`, the book's round close and
+records for such lists (the same expressions, the same order). Every time is computed by the event
 path's expressions (:func:`lbsim.simulator.compute.iteration_end_s` in its one-call form
 :func:`lbsim.simulator.fast_compute.compute_end_of`, the server's rules).
 """
@@ -13,13 +16,23 @@ path's expressions (:func:`lbsim.simulator.compute.iteration_end_s` in its one-c
 from __future__ import annotations
 
 from collections.abc import Generator
+from functools import partial
 from heapq import heappush
+from operator import itemgetter
+from typing import Any
+
+from lbsim.schemes.wbsp_rounds import Rounds
 
 from .env import SimEnv
 from .fast_compute import IterationEnd, compute_end_of
 from .fast_loop import EventLoop, Process, RunEnded, Stopped
 from .fast_server import FastServer
 from .wbsp import Step, WBSPBook
+
+# A flat step (base variant without numerics): the fields of :class:`lbsim.simulator.wbsp.Step` in a
+# list, at these indices (no object per local step); fetch_s = 0 and compute_start_s = start_s (no data:)
+W, IT, START, CEND, BATCH, BASE, COMM, WAIT, BUSY, END, UPDATE, CUT, OPENED = range(13)
+FlatStep = list[Any]
 
 
 class FastWBSP(WBSPBook):
@@ -39,6 +52,8 @@ class FastWBSP(WBSPBook):
         self.ready: list[int | None] = [None] * n  # a pulled snapshot waiting for the next step boundary
         # each worker's iteration_end_s as one closure (it owns the worker's jitter stream)
         self.end_of: list[IterationEnd] = [compute_end_of(c, spec) for c, spec in zip(env.contention, env.workers, strict=True)]
+        # base variant without numerics: the open round holds flat steps (the book's rules, lists for objects)
+        self.flat_rounds: Rounds[FlatStep] = Rounds(n, itemgetter(BATCH))
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -87,8 +102,9 @@ class FastWBSP(WBSPBook):
         numerics, end_of = self.numerics, self.end_of[w]
         batch_of, step = self.scheme.batch, self._step
         push, pull, apply = server.push, server.pull, server.apply
-        applied, end_step, adopt, take_flag = self._applied, self._end_step, self._adopt, self.rounds.take_flag
-        rounds, on_upload, close_round, observe, emit = self.rounds, self._on_upload, self._close_round, self._observe_step, self._emit
+        applied, end_step, adopt = self._applied, self._end_step, self._adopt
+        on_upload, close_flat, observe, emit_flat = self._on_upload, self._close_flat, self._observe_step, self._emit_flat
+        rounds: Rounds[Any] = self.rounds if numerics is not None else self.flat_rounds
         versions = rounds.samples_of  # one entry per closed round, i.e. per update: env.version is its length
         fifo, times, slot, parent_of, collide = loop.fifo, loop.times, loop.slot, loop.parent_of, loop.collide
         me, me_kept = 2 * w, 2 * w + 1  # event codes (odd: a compute end, whose parent is an event of the loop's)
@@ -118,9 +134,7 @@ class FastWBSP(WBSPBook):
                         heappush(times, t)
                         parent_of[w] = now
                     now = yield now
-                if numerics is None:  # WBSPBook._step without numerics: the step alone
-                    s = Step(w, it, start, start, compute_end, batch, base_version)
-                else:
+                if numerics is not None:
                     s = step(w, it, start, start, compute_end, batch, base_version, samples)
                 # push: FastServer.push, written out for a worker alone on its node
                 if node_in >= 0:
@@ -162,12 +176,13 @@ class FastWBSP(WBSPBook):
                             parent_of[w] = granted
                         now = yield now
                 env._now = now
-                s.comm_s, s.wait_s = pushed - compute_end, now - pushed
-                if numerics is None:  # WBSPBook._applied for one step without numerics, written out
-                    rounds.open.append(s)
+                if numerics is None:  # WBSPBook._step and _applied for one step without numerics, written out: a flat step
+                    f_s: FlatStep = [w, it, start, compute_end, batch, base_version, pushed - compute_end, now - pushed, None, None, -1, False, False]
+                    rounds.open.append(f_s)
                     if on_upload(w, 1, now):
-                        close_round()
+                        close_flat()
                 else:
+                    s.comm_s, s.wait_s = pushed - compute_end, now - pushed
                     applied(w, [s])
                 if env.stopped:
                     raise Stopped(now)
@@ -175,7 +190,11 @@ class FastWBSP(WBSPBook):
                 if flagged[w]:
                     flagged[w] = False
                     version = len(versions)
-                    s.busy_since = now
+                    busy_since = now
+                    if numerics is None:
+                        f_s[BUSY] = busy_since
+                    else:
+                        s.busy_since = busy_since
                     if node_in >= 0:
                         now = yield from pull(w, w, now)
                     else:  # FastServer.pull, written out likewise
@@ -198,20 +217,74 @@ class FastWBSP(WBSPBook):
                                 parent_of[w] = released
                             now = yield now
                     env._now = now
-                    s.comm_s += now - s.busy_since
-                    s.busy_since = None
                     base_version = version
-                    adopt(w, version)
+                    if numerics is None:
+                        f_s[COMM] += now - busy_since
+                        f_s[BUSY] = None
+                    else:
+                        s.comm_s += now - busy_since
+                        s.busy_since = None
+                        adopt(w, version)
                 if numerics is None:  # WBSPBook._end_step, written out (the same step time: fetch_s = 0.0)
-                    s.end_s = now
-                    observe(w, 0.0 + (compute_end - start) + s.comm_s + s.wait_s)
-                    if s.update >= 0:  # its round has closed
-                        emit(s)
+                    f_s[END] = now
+                    observe(w, 0.0 + (compute_end - start) + f_s[COMM] + f_s[WAIT])
+                    if f_s[UPDATE] >= 0:  # its round has closed
+                        emit_flat(f_s)
                 else:
                     end_step(s)
                 it += 1
         except RunEnded:
             return  # the steps the end cuts are the environment's open rows (SimEnv.finish)
+
+    # -- flat steps: WBSPBook's round close and records, for lists -------------------------------
+    def _close_flat(self) -> None:
+        """:meth:`lbsim.simulator.wbsp.WBSPBook._close_round` without numerics, for flat steps."""
+        env = self.env
+        now = env._now
+        _round, samples, steps = self.flat_rounds.close()  # every worker flagged to pull
+        update = env.record_update(samples, len(steps))
+        final = not env.may_update()
+        rows: list[Any] = []  # the round's ended steps' records (fields end to end), added at once
+        record = None if env.stopped else rows.extend  # SimEnv.record_row's rule
+        row = self._row_flat
+        for s in steps:  # a step joins one round: none was registered as an open row before
+            s[UPDATE] = update
+            w, it, start_s, compute_end_s, batch, base_version, comm_s, wait_s, busy_since, end_s, _, cut, _ = s
+            if end_s is None:
+                if not final:  # in the update, not ended: its row if the run ends first
+                    env.open_row((w, it), partial(row, s, cut=True))
+                    s[OPENED] = True
+                    continue
+                if busy_since is not None:  # still pulling: cut here
+                    s[COMM] = comm_s + (now - busy_since)
+                    s[BUSY] = None
+                end_s = s[END] = now
+                cut = s[CUT] = True
+            if record is not None:  # ended and in this update: its record (WBSPBook._row, weight = batch / samples)
+                fetch_s = start_s - start_s
+                compute_s = compute_end_s - start_s
+                record((w, it, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
+                        wait_s, end_s, batch, update - base_version, False, batch / samples, fetch_s, cut))
+        if rows:
+            env.iterations.extend_flat(rows)
+        if final:
+            env.finish()
+
+    def _row_flat(self, s: FlatStep, end_s: float, cut: bool) -> tuple[Any, ...]:
+        """A flat step's IterationRecord fields, in order (:meth:`lbsim.simulator.wbsp.WBSPBook._row`)."""
+        w, it, start_s, compute_end_s, batch, base_version, _comm_s, wait_s, _busy, _end, update, _cut, _opened = s
+        fetch_s = start_s - start_s
+        compute_s = compute_end_s - start_s
+        return (w, it, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
+                wait_s, end_s, batch, update - base_version, False, self.flat_rounds.weight(update, batch), fetch_s, cut)
+
+    def _emit_flat(self, s: FlatStep) -> None:
+        """Record a flat step that ended after its round closed (:meth:`lbsim.simulator.wbsp.WBSPBook._emit`)."""
+        env = self.env
+        if s[OPENED]:
+            env.close_row((s[W], s[IT]))
+        if not env.stopped:
+            env.iterations.add(self._row_flat(s, s[END], s[CUT]))
 
     # -- overlap variant (PCC) ------------------------------------------------------------------
     def _compute_loop(self, w: int) -> Process:

@@ -139,6 +139,27 @@ def test_sample_target_and_budget(scheme, end, fast_runs) -> None:
     assert fast_runs == [True]
 
 
+def test_wbsp_final_round_cuts_a_pull_in_flight(fast_runs) -> None:
+    """Pulls longer than steps (400 MB over 2-10 Gbps): the round that makes the last update closes
+    while another worker is still pulling; that step is cut there, as on the event path."""
+    import lbsim.simulator.fast_wbsp as fast_wbsp
+
+    pulling_at_close: list[int] = []
+    close = fast_wbsp.FastWBSP._close_flat
+
+    def counting(self):  # type: ignore[no-untyped-def]
+        pulling_at_close.append(sum(s[fast_wbsp.END] is None and s[fast_wbsp.BUSY] is not None
+                                    for s in self.flat_rounds.open))
+        close(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(fast_wbsp.FastWBSP, "_close_flat", counting)
+        fast = check(_scenario(MIXED, scheme="wbsp", updates=5, gradient_bytes=400_000_000))
+    assert fast_runs == [True]
+    assert len(pulling_at_close) == 5 and pulling_at_close[-1] >= 1
+    assert fast.iterations.columns["cut"].any()
+
+
 @pytest.mark.parametrize("scheme", ["asp", "wbsp"])
 def test_budget_hit_exactly_at_an_update(scheme) -> None:
     """A budget equal to update 3's time: the budget comes first (SimPy's order), no update 3."""
