@@ -100,7 +100,8 @@ class FastWBSP(WBSPBook):
         :meth:`lbsim.simulator.fast_async.FastAsync.worker` does; the same expressions)."""
         env, loop, server = self.env, self.loop, self.server
         numerics, end_of = self.numerics, self.end_of[w]
-        batch_of, step = self.scheme.batch, self._step
+        step = self._step
+        batch = self.scheme.batch(w)  # the batch of every local step of w (WBSPScheme.batch), asked once
         push, pull, apply = server.push, server.pull, server.apply
         applied, end_step, adopt = self._applied, self._end_step, self._adopt
         on_upload, close_flat, observe, emit_flat = self._on_upload, self._close_flat, self._observe_step, self._emit_flat
@@ -118,7 +119,6 @@ class FastWBSP(WBSPBook):
             now = yield 0.0  # primed; then sent the start time
             while True:
                 start = now
-                batch = batch_of(w)
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
                 compute_end = end_of(start, batch, it)
                 t = start + (compute_end - start)
@@ -177,7 +177,8 @@ class FastWBSP(WBSPBook):
                         now = yield now
                 env._now = now
                 if numerics is None:  # WBSPBook._step and _applied for one step without numerics, written out: a flat step
-                    f_s: FlatStep = [w, it, start, compute_end, batch, base_version, pushed - compute_end, now - pushed, None, None, -1, False, False]
+                    comm_s, wait_s = pushed - compute_end, now - pushed
+                    f_s: FlatStep = [w, it, start, compute_end, batch, base_version, comm_s, wait_s, None, None, -1, False, False]
                     rounds.open.append(f_s)
                     if on_upload(w, 1, now):
                         close_flat()
@@ -219,15 +220,15 @@ class FastWBSP(WBSPBook):
                     env._now = now
                     base_version = version
                     if numerics is None:
-                        f_s[COMM] += now - busy_since
-                        f_s[BUSY] = None
+                        comm_s += now - busy_since
+                        f_s[COMM], f_s[BUSY] = comm_s, None
                     else:
                         s.comm_s += now - busy_since
                         s.busy_since = None
                         adopt(w, version)
                 if numerics is None:  # WBSPBook._end_step, written out (the same step time: fetch_s = 0.0)
                     f_s[END] = now
-                    observe(w, 0.0 + (compute_end - start) + f_s[COMM] + f_s[WAIT])
+                    observe(w, 0.0 + (compute_end - start) + comm_s + wait_s)
                     if f_s[UPDATE] >= 0:  # its round has closed
                         emit_flat(f_s)
                 else:
