@@ -29,9 +29,10 @@ from .fast_loop import EventLoop, Process, RunEnded, Stopped
 from .fast_server import FastServer
 from .wbsp import Step, WBSPBook
 
-# A flat step (base variant without numerics): the fields of :class:`lbsim.simulator.wbsp.Step` in a
-# list, at these indices (no object per local step); fetch_s = 0 and compute_start_s = start_s (no data:)
-W, IT, START, CEND, BATCH, BASE, COMM, WAIT, BUSY, END, UPDATE, CUT, OPENED = range(13)
+# A flat step (base variant without numerics): the fields of :class:`lbsim.simulator.wbsp.Step` that
+# its record reads, in a list at these indices (no object per local step); fetch_s = 0 and
+# compute_start_s = start_s (no data:); comm_s is the record's remainder (end - start - compute - wait)
+W, IT, START, CEND, BATCH, BASE, WAIT, END, UPDATE, CUT, OPENED = range(11)
 FlatStep = list[Any]
 
 
@@ -178,7 +179,7 @@ class FastWBSP(WBSPBook):
                 env._now = now
                 if numerics is None:  # WBSPBook._step and _applied for one step without numerics, written out: a flat step
                     comm_s, wait_s = pushed - compute_end, now - pushed
-                    f_s: FlatStep = [w, it, start, compute_end, batch, base_version, comm_s, wait_s, None, None, -1, False, False]
+                    f_s: FlatStep = [w, it, start, compute_end, batch, base_version, wait_s, None, -1, False, False]
                     rounds.open.append(f_s)
                     if on_upload(w, 1, now):
                         close_flat()
@@ -192,9 +193,7 @@ class FastWBSP(WBSPBook):
                     flagged[w] = False
                     version = len(versions)
                     busy_since = now
-                    if numerics is None:
-                        f_s[BUSY] = busy_since
-                    else:
+                    if numerics is not None:
                         s.busy_since = busy_since
                     if node_in >= 0:
                         now = yield from pull(w, w, now)
@@ -221,7 +220,6 @@ class FastWBSP(WBSPBook):
                     base_version = version
                     if numerics is None:
                         comm_s += now - busy_since
-                        f_s[COMM], f_s[BUSY] = comm_s, None
                     else:
                         s.comm_s += now - busy_since
                         s.busy_since = None
@@ -250,16 +248,13 @@ class FastWBSP(WBSPBook):
         row = self._row_flat
         for s in steps:  # a step joins one round: none was registered as an open row before
             s[UPDATE] = update
-            w, it, start_s, compute_end_s, batch, base_version, comm_s, wait_s, busy_since, end_s, _, cut, _ = s
+            w, it, start_s, compute_end_s, batch, base_version, wait_s, end_s, _, cut, _ = s
             if end_s is None:
                 if not final:  # in the update, not ended: its row if the run ends first
                     env.open_row((w, it), partial(row, s, cut=True))
                     s[OPENED] = True
                     continue
-                if busy_since is not None:  # still pulling: cut here
-                    s[COMM] = comm_s + (now - busy_since)
-                    s[BUSY] = None
-                end_s = s[END] = now
+                end_s = s[END] = now  # still pulling (or the closer's own step): cut here
                 cut = s[CUT] = True
             if record is not None:  # ended and in this update: its record (WBSPBook._row, weight = batch / samples)
                 fetch_s = start_s - start_s
@@ -273,7 +268,7 @@ class FastWBSP(WBSPBook):
 
     def _row_flat(self, s: FlatStep, end_s: float, cut: bool) -> tuple[Any, ...]:
         """A flat step's IterationRecord fields, in order (:meth:`lbsim.simulator.wbsp.WBSPBook._row`)."""
-        w, it, start_s, compute_end_s, batch, base_version, _comm_s, wait_s, _busy, _end, update, _cut, _opened = s
+        w, it, start_s, compute_end_s, batch, base_version, wait_s, _end, update, _cut, _opened = s
         fetch_s = start_s - start_s
         compute_s = compute_end_s - start_s
         return (w, it, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,

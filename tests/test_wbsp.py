@@ -18,6 +18,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lbsim.errors import InputError
 from lbsim.schemes.base import SchemeContext, WorkerObservation
@@ -113,6 +115,18 @@ def obs(w: int, step_s: float) -> WorkerObservation:
 def test_argmax_ties_go_to_the_lowest_index() -> None:
     assert argmax_lowest([1.0, 3.0, 3.0, 2.0]) == 1
     assert argmax_lowest([5.0]) == 0
+    assert argmax_lowest([]) == 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.sampled_from([0.5, 1.0, 2.0]), st.floats(allow_nan=True)), max_size=8))
+def test_argmax_is_the_first_index_that_no_later_value_exceeds(values) -> None:
+    """The scan's rule: a value replaces the best so far only when it is larger (NaN never is, nor is beaten)."""
+    best = 0
+    for i, v in enumerate(values):
+        if v > values[best]:
+            best = i
+    assert argmax_lowest(values) == best
 
 
 def test_scheme_designates_the_nominally_slowest_then_follows_the_ema() -> None:

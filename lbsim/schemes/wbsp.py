@@ -52,11 +52,7 @@ class WBSPConfig:
 
 def argmax_lowest(values: Sequence[float]) -> int:
     """Index of the largest value, the lowest index on ties."""
-    best = 0
-    for i, v in enumerate(values):
-        if v > values[best]:
-            best = i
-    return best
+    return max(range(len(values)), key=values.__getitem__, default=0)  # max keeps the first of equal maxima
 
 
 @register_scheme("wbsp", WBSPConfig)
@@ -104,7 +100,7 @@ class WBSP:
 
     def estimates(self) -> tuple[float, ...]:
         """Each worker's step-time estimate: its EMA, or its nominal compute time before any step."""
-        return tuple(e if e is not None else nom for e, nom in zip(self.ema, self.nominal_s, strict=True))
+        return tuple([e if e is not None else nom for e, nom in zip(self.ema, self.nominal_s, strict=True)])
 
     def slowest(self) -> int:
         """The designated slowest worker: its next upload closes the round."""
