@@ -1,7 +1,7 @@
 """Mixed hardware plus sequence lengths, for real (gloo, CPU ranks) and in the simulator.
 
-Run: ``python benchmarks/bench_seqlen_runtime.py [--world 3] [--slow-ranks 2] [--batch 48] [--steps 14]
-[--repeats 1] [--no-pin] [--work wall] [--out runs/seqlen_runtime.json]``.
+Run: ``python benchmarks/bench_seqlen_runtime.py [--world 3] [--slow-ranks 2] [--batch 36] [--scale 4]
+[--steps 14] [--repeats 1] [--no-pin] [--work wall] [--out runs/seqlen_runtime.json]``.
 
 A small length-sensitive model — one self-attention block (d = 48) over each sample's own token
 sequence, a next-token head, per-sample token-mean loss, float32, one thread per rank — trains on
@@ -80,7 +80,7 @@ from scipy.optimize import nnls
 
 REPO = Path(__file__).resolve().parents[1]
 LENGTHS_FILE = REPO / "data" / "token_lengths" / "azure_conv_2023.csv"
-SCALE, CAP, D, V, SLOWDOWN = 8, 768, 48, 64, 2.5
+SCALE, CAP, D, V, SLOWDOWN = 4, 768, 48, 64, 2.5
 ARMS = ("bucketing", "lbbsp count", "lbbsp cost")
 WORK = "cpu"  # what a slowed rank stretches (SlowedRank's ``work``); set from ``--work`` in each rank
 
@@ -100,11 +100,11 @@ def rank_cores(world: int, slow_ranks: int, cpus: list[int]) -> list[list[int]] 
     return [[cpus[r]] for r in range(fast)] + [cpus[fast:]] * slow_ranks
 
 
-def write_lengths(folder: Path) -> Path:
+def write_lengths(folder: Path, scale: int = SCALE) -> Path:
     """The workload's length distribution, a histogram file (``tokens,count``): the shipped Azure
-    conversation lengths divided by ``SCALE``, rounded up and clipped to ``[2, CAP]``."""
+    conversation lengths divided by ``scale``, rounded up and clipped to ``[2, CAP]``."""
     rows = np.loadtxt(LENGTHS_FILE, skiprows=1, dtype=np.int64)
-    values, counts = np.unique(np.clip(-(-rows // SCALE), 2, CAP), return_counts=True)
+    values, counts = np.unique(np.clip(-(-rows // scale), 2, CAP), return_counts=True)
     path = folder / "lengths.csv"
     path.write_text("tokens,count\n" + "".join(f"{v},{c}\n" for v, c in zip(values, counts, strict=True)))
     return path
@@ -605,7 +605,8 @@ def main() -> None:
     ap.add_argument("--world", type=int, default=3, help="gloo ranks (3-4: the issue's runtime check)")
     ap.add_argument("--slow-ranks", type=int, default=2, help=f"the last ranks slowed {SLOWDOWN}x")
     ap.add_argument("--repeats", type=int, default=1, help="each arm this many times, the arms' order rotated")
-    ap.add_argument("--batch", type=int, default=48, help="global batch B (samples per step, all ranks)")
+    ap.add_argument("--batch", type=int, default=36, help="global batch B (samples per step, all ranks)")
+    ap.add_argument("--scale", type=int, default=SCALE, help="the conversation lengths divided by this (then capped)")
     ap.add_argument("--out", default="runs/seqlen_runtime.json")
     ap.add_argument("--replay", default=None, help="a finished run's JSON: simulate and summarize its records again")
     ap.add_argument("--pin", action=argparse.BooleanOptionalAction, default=True,
@@ -614,12 +615,12 @@ def main() -> None:
                     help="a slowed rank stretches its thread's CPU seconds (cpu) or its wall seconds of work (wall)")
     args = ap.parse_args()
     if not (2 <= args.world <= 8 and 1 <= args.slow_ranks < args.world and 1 <= args.repeats <= 20
-            and 3 <= args.steps <= 60 and args.world <= args.batch <= 256):
+            and 3 <= args.steps <= 60 and args.world <= args.batch <= 256 and 1 <= args.scale <= 64):
         ap.error("expected 2 <= --world <= 8, 1 <= --slow-ranks < --world, 1 <= --repeats <= 20, 3 <= --steps <= 60, "
-                 "--world <= --batch <= 256")
+                 "--world <= --batch <= 256, 1 <= --scale <= 64")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    lengths_file = write_lengths(out.parent)
+    lengths_file = write_lengths(out.parent, args.scale)
     if args.replay is not None:
         done = json.loads(Path(args.replay).read_text())
         raw = done["raw"]
