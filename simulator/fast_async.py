@@ -18,7 +18,7 @@ from heapq import heappush
 
 import numpy as np
 
-from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES, RecordLog, columns_from_flat
+from lbsim.metrics.records import ITERATION_COLUMNS, RecordLog, columns_from_flat
 from lbsim.metrics.run_end import cut_row
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
