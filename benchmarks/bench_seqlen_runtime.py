@@ -85,6 +85,13 @@ ARMS = ("bucketing", "lbbsp count", "lbbsp cost")
 WORK = "cpu"  # what a slowed rank stretches (SlowedRank's ``work``); set from ``--work`` in each rank
 
 
+def slowed_rank(slow: bool) -> Any:
+    """A slowed rank's emulated slowdown (``SLOWDOWN`` x, stretching its ``WORK`` seconds), None for a fast rank."""
+    from lbsim.runtime.ddp import SlowedRank, constant_slowdown
+
+    return SlowedRank(constant_slowdown(SLOWDOWN), work=WORK) if slow else None
+
+
 def rank_cores(world: int, slow_ranks: int, cpus: list[int]) -> list[list[int]] | None:
     """Each rank's cores (``--pin``): a core of its own where the host has one per rank; otherwise a
     core of its own for each fast rank and the rest shared by the slowed ranks (each uses about
@@ -278,10 +285,8 @@ def calibrate_balancer(arm: str, B: int, cfg: dict[str, float], nominal: float, 
     same busy state as in the arms; median over the steps after the first three, the slowest rank's."""
     import torch.distributed as dist
 
-    from lbsim.runtime.ddp import SlowedRank, constant_slowdown
-
     lb = _balancer(arm, B, cfg, nominal, None, lengths)
-    slowed = SlowedRank(constant_slowdown(SLOWDOWN), work=WORK) if slow else None
+    slowed = slowed_rank(slow)
     torch.manual_seed(0)
     model = Block()
     step = list(range(B))
@@ -325,7 +330,6 @@ class ShareProbe:
 
     def __init__(self, cfg: dict[str, float], step: np.ndarray, rank: int, world: int, slow: bool,
                  slow_ranks: int) -> None:
-        from lbsim.runtime.ddp import SlowedRank, constant_slowdown
         from lbsim.sizing.split import proportional_split
 
         torch.manual_seed(0)
@@ -335,7 +339,7 @@ class ShareProbe:
         counts = proportional_split(len(step), weights, [len(step)] * world, min_batch=1)
         lo = sum(counts[:rank])
         self.mine = list(range(lo, lo + counts[rank]))
-        self.slowed = SlowedRank(constant_slowdown(SLOWDOWN), work=WORK) if slow else None
+        self.slowed = slowed_rank(slow)
         self.pred = sum(cost_s(cfg, int(step[i])) for i in self.mine) * (SLOWDOWN if slow else 1.0)
 
     def round(self) -> float:
@@ -435,7 +439,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from lbsim.runtime.ddp import SlowedRank, constant_slowdown, slowed_hook
+    from lbsim.runtime.ddp import slowed_hook
 
     global WORK
     WORK = work
@@ -457,7 +461,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
         runs = {}
         for arm in ARMS:
             torch.manual_seed(0)
-            slowed = SlowedRank(constant_slowdown(SLOWDOWN), work=WORK) if slow else None
+            slowed = slowed_rank(slow)
             model = DDP(Block())
             mark = Mark()
             lb = None
