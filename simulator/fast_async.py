@@ -89,7 +89,7 @@ class FastAsync:
         env, updates, rows = self.env, self.update_rows, self.rows
         if updates:
             first = len(env.updates)
-            numbers = np.arange(first, first + len(updates) // 2, dtype=np.int64)
+            numbers = np.arange(first, first + len(updates) // len(_UPDATE), dtype=np.int64)
             _add_columns(env.updates, updates, _UPDATE, {"update": numbers, "gradients": 1})
             updates.clear()
         if rows:
