@@ -257,7 +257,7 @@ class FastWBSP(WBSPBook):
                 end_s = s[END] = now  # still pulling (or the closer's own step): cut here
                 cut = s[CUT] = True
             if record is not None:  # ended and in this update: its record (WBSPBook._row, weight = batch / samples)
-                fetch_s = start_s - start_s
+                fetch_s = 0.0  # no data: section (compute_start_s = start_s)
                 compute_s = compute_end_s - start_s
                 record((w, it, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
                         wait_s, end_s, batch, update - base_version, False, batch / samples, fetch_s, cut))
@@ -269,7 +269,7 @@ class FastWBSP(WBSPBook):
     def _row_flat(self, s: FlatStep, end_s: float, cut: bool) -> tuple[Any, ...]:
         """A flat step's IterationRecord fields, in order (:meth:`lbsim.simulator.wbsp.WBSPBook._row`)."""
         w, it, start_s, compute_end_s, batch, base_version, wait_s, _end, update, _cut, _opened = s
-        fetch_s = start_s - start_s
+        fetch_s = 0.0  # no data: section (compute_start_s = start_s)
         compute_s = compute_end_s - start_s
         return (w, it, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
                 wait_s, end_s, batch, update - base_version, False, self.flat_rounds.weight(update, batch), fetch_s, cut)
