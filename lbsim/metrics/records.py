@@ -21,6 +21,7 @@ the updates, exactly.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
@@ -211,12 +212,15 @@ def columns_from_flat(flat: list[Any], names: Sequence[str], dtypes: dict[str, t
     One pass in C reads every number as a float64 (exact for every float, and for the integers
     and booleans of records, all of magnitude below 2**53: checked), then each column is cast to
     its type. Cheaper than a structured array read from row tuples, and the engines that append
-    rows this way make no tuple per row.
+    rows this way make no tuple per row. The pass is ``struct.pack`` of native doubles (each value
+    converted as ``float(v)``, the conversion ``np.array(flat, float64)`` makes) read back with
+    ``np.frombuffer``: about half the machine instructions of ``np.array``, which first discovers
+    the list's dtype and shape item by item.
     """
     k = len(names)
     if len(flat) % k:
         raise ValueError(f"{len(flat)} values do not make rows of {k}")
-    table = np.array(flat, dtype=np.float64).reshape(-1, k)
+    table = np.frombuffer(struct.pack(f"{len(flat)}d", *flat), dtype=np.float64).reshape(-1, k)
     out: dict[str, np.ndarray] = {}
     for j, c in enumerate(names):
         col = table[:, j]
