@@ -312,6 +312,13 @@ class WBSPScheme(Protocol):
         """The server applied an upload of ``steps`` local steps; True when it closes the round."""
         ...
 
+    def slowest(self) -> int:
+        """The designated slowest worker. An upload of any other worker does not close the round
+        (``on_upload`` returns False and changes nothing), so an engine may ask ``on_upload`` of
+        the designated worker's uploads only; the designation changes only when ``on_upload``
+        returns True."""
+        ...
+
     def diagnostics(self) -> dict[str, object]:
         """Scheme-specific summary fields, added to ``summary.json``."""
         ...
