@@ -28,7 +28,7 @@ from .fast_compute import compute_end_of
 from .fast_loop import EventLoop, Process, RunEnded, Stopped
 from .fast_server import FastServer
 
-_FLUSH_MASK = (1 << 16) - 1  # buffered rows move to the record logs every 65,536 updates
+_FLUSH_MASK = (1 << 12) - 1  # buffered rows move to the record logs every 4,096 updates (records._CHUNK's reason)
 _VARYING = ITERATION_COLUMNS[:10]  # an iteration row's fields up to ``staleness``; the rest are constant
 _CONSTANT = {"dropped": False, "weight": 1.0, "fetch_s": 0.0, "cut": False}  # an iteration that ran to its end
 assert _VARYING + tuple(_CONSTANT) == ITERATION_COLUMNS

@@ -85,7 +85,11 @@ ITERATION_DTYPES: dict[str, type] = {
 UPDATE_DTYPES: dict[str, type] = {"update": np.int64, "time_s": np.float64, "samples": np.int64, "gradients": np.int64}
 assert tuple(ITERATION_DTYPES) == ITERATION_COLUMNS and tuple(UPDATE_DTYPES) == UPDATE_COLUMNS
 
-_CHUNK = 65_536  # rows converted to columns at a time (bounds the Python objects alive at once)
+# rows converted to columns at a time: bounds the Python objects alive at once, and keeps a
+# RecordLog's waiting rows few enough to stay in the CPU's cache until they are converted and
+# freed (65,536 rows, ~40 MB of float objects, were written, read and freed cold: a 60,000-update
+# parameter-server run took 6-9 % longer)
+_CHUNK = 4_096
 
 
 class RecordTable(Sequence[Any]):
