@@ -224,7 +224,10 @@ def columns_from_flat(flat: list[Any], names: Sequence[str], dtypes: dict[str, t
     k = len(names)
     if len(flat) % k:
         raise ValueError(f"{len(flat)} values do not make rows of {k}")
-    table = np.frombuffer(struct.pack(f"{len(flat)}d", *flat), dtype=np.float64).reshape(-1, k)
+    try:
+        table = np.frombuffer(struct.pack(f"{len(flat)}d", *flat), dtype=np.float64).reshape(-1, k)
+    except struct.error:  # a value float() does not take (None, a string): numpy's own reading, as before
+        table = np.array(flat, dtype=np.float64).reshape(-1, k)
     out: dict[str, np.ndarray] = {}
     for j, c in enumerate(names):
         col = table[:, j]
