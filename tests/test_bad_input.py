@@ -405,6 +405,26 @@ def test_yaml_1_2_floats(text: str, value: object) -> None:
     assert got == value and type(got) is type(value)
 
 
+def test_a_text_read_again_gives_the_same_data_and_a_copy_of_its_own() -> None:
+    """parse_yaml keeps recent texts' data: a repeat gives equal data the caller may change freely,
+    and a text that fails fails every time (its error is not kept as data)."""
+    import yaml
+
+    from lbsim.scenario.overrides import parse_yaml
+
+    text = "cluster: {groups: [{count: 2, samples_per_s: 100}]}\nseed: 7\nwhen: [1, 2]\n"
+    first = parse_yaml(text)
+    first["cluster"]["groups"][0]["count"] = 99
+    first["when"].append(3)
+    second = parse_yaml(text)
+    assert second == {"cluster": {"groups": [{"count": 2, "samples_per_s": 100}]}, "seed": 7, "when": [1, 2]}
+    assert second is not first and second["cluster"] is not first["cluster"]
+    bad = "a: 1\na: 2\n"  # a key given twice
+    for _ in range(2):
+        with pytest.raises(yaml.YAMLError):
+            parse_yaml(bad)
+
+
 def test_set_creates_missing_keys(tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
     f.write_text(doc(scheme=DROP), encoding="utf-8")

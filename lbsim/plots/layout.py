@@ -46,9 +46,15 @@ def _wrap(text: Any, avail_px: float, renderer: Any) -> bool:
 
 
 def fit_titles(fig: Any, *, rounds: int = 4) -> Any:
-    """Wrap the figure's and the axes' titles (and legend titles) until each fits its room; returns ``fig``."""
+    """Wrap the figure's and the axes' titles until each fits its room, then freeze the layout; returns ``fig``.
+
+    Once the titles fit, constrained layout has placed every axes for the text the figure holds, and
+    the layout engine is switched off (matplotlib's "freeze the layout": positions are figure
+    fractions, so they hold at any dpi): saving the figure, twice, and checking it then draw it
+    without laying it out again each time.
+    """
     for _ in range(rounds):
-        fig.draw_without_rendering()  # layout and text sizes, no pixels
+        _draw_if_stale(fig)  # layout and text sizes, no pixels
         renderer = fig.canvas.get_renderer()
         fig_w = fig.bbox.width
         changed = False
@@ -60,8 +66,15 @@ def fit_titles(fig: Any, *, rounds: int = 4) -> Any:
             for title in (ax.title, ax._left_title, ax._right_title):  # noqa: SLF001 — matplotlib's own title slots
                 changed |= _wrap(title, min(room, fig_w - 8), renderer)
         if not changed:
+            fig.set_layout_engine(None)
             break
     return fig
+
+
+def _draw_if_stale(fig: Any) -> None:
+    """Lay out and measure ``fig`` (a draw without pixels) unless nothing changed since its last draw."""
+    if fig.stale:
+        fig.draw_without_rendering()
 
 
 def _texts(fig: Any) -> list[Any]:
@@ -111,7 +124,7 @@ def _values(ax: Any, axis: str) -> list[float]:
 
 def figure_problems(fig: Any, name: str = "figure") -> list[str]:
     """What a reviewer would reject in ``fig``: clipped text, a non-negative quantity below zero."""
-    fig.draw_without_rendering()
+    _draw_if_stale(fig)
     renderer = fig.canvas.get_renderer()
     W, H = fig.bbox.width, fig.bbox.height  # noqa: N806
     problems = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -103,12 +104,31 @@ def _expanded_nodes(root: yaml.Node) -> int:
     return size(root)
 
 
+# The last texts parse_yaml read, and their data: the same scenario file and the same ``--set`` values are
+# read again and again by a sweep, a comparison, advise and whatif (PyYAML's pure-Python parser: ~1 MB/s).
+_PARSED: OrderedDict[str, Any] = OrderedDict()
+_PARSED_TEXTS = 64
+
+
 def parse_yaml(text: str) -> Any:
     """``yaml.safe_load`` that also rejects duplicate keys and oversized structures; raises ``yaml.YAMLError``.
 
     The document is composed (nesting checked on the way), its size after alias expansion counted
     (``MAX_YAML_NODES``), and only then constructed, so an anchor bomb costs what its text costs.
+    The same text gives the same data, so a text read recently is not parsed again: the caller gets
+    its own deep copy of the data kept (a text that fails is parsed, and fails, every time).
     """
+    if text in _PARSED:
+        _PARSED.move_to_end(text)
+        return copy.deepcopy(_PARSED[text])
+    data = _parse_yaml(text)
+    _PARSED[text] = copy.deepcopy(data)
+    if len(_PARSED) > _PARSED_TEXTS:
+        _PARSED.popitem(last=False)
+    return data
+
+
+def _parse_yaml(text: str) -> Any:
     loader = _StrictLoader(text)
     try:
         node = loader.get_single_node()
