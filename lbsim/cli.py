@@ -302,7 +302,7 @@ def cmd_profile_model(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The ``lbsim`` argument parser, every command's subparser included."""
     from lbsim.advise.command import add_arguments as advise_arguments
-    from lbsim.calibration.command import add_arguments as calibration_arguments
+    from lbsim.calibration.arguments import calibrate_arguments, calibrate_nccl_arguments
     from lbsim.whatif.command import add_arguments as whatif_arguments
 
     p = _Parser(prog="lbsim", description="Which synchronization scheme, how much faster, on my cluster?")
@@ -400,14 +400,12 @@ def build_parser() -> argparse.ArgumentParser:
     val.set_defaults(func=cmd_validate)
 
     cal = sub.add_parser("calibrate", help="fit t(b), links, overlap from measured step times; predict every row by simulation")
-    calibration_arguments(cal)
+    calibrate_arguments(cal)
     cal.set_defaults(func=cmd_calibrate)
-
-    from lbsim.calibration.nccl_command import add_arguments as nccl_arguments
 
     ncal = sub.add_parser("calibrate-nccl", help="fit per-level link and collective figures on nccl-tests "
                                                  "all_reduce_perf logs; predict the held-out node counts")
-    nccl_arguments(ncal)
+    calibrate_nccl_arguments(ncal)
     ncal.set_defaults(func=cmd_calibrate_nccl)
 
     sub.add_parser("schemes", help="list the registered schemes and their parameters").set_defaults(func=cmd_schemes)

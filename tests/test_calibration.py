@@ -330,3 +330,38 @@ def test_rows_the_model_cannot_predict_are_input_errors(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert message in err and "internal error" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_the_fits_cached_residual_is_the_model_bit_for_bit() -> None:
+    """The residual the fit minimises reuses a placement's all-reduce and wait distribution between points;
+    every value must be the uncached model's double, also after one-coordinate steps and returns."""
+    from lbsim.calibration.fit import _figures, _predict
+    from lbsim.calibration.residual import LogResidual
+
+    rows = [r for r in synthetic(replace(TRUE, jitter_cv=0.05)) if r.gpus > 1]
+    placements = [r.placement for r in rows]
+    t = np.array([t_of(r.local_bsz) for r in rows])
+    y = np.log([r.step_time_s for r in rows])
+
+    def figures_of(x: np.ndarray) -> LinkFigures:
+        return _figures(x, None, "nccl", DEFAULT_CHUNK_SHARE, None, 2)
+
+    resid = LogResidual(placements, t, y, S, figures_of)
+    base = np.array([1.2, -3.8, 0.7, -2.9, 0.35, 0.25, 0.04, 0.06])
+    points = [base] + [base + np.eye(8)[j] * 1e-3 for j in range(8)] + [base, base * 1.01]
+    for x in points:
+        want = np.log(_predict(placements, t, figures_of(x), S)) - y
+        assert np.array_equal(resid(x), want)
+
+
+def test_equal_fits_are_handed_out_again_and_distinct_rows_are_not() -> None:
+    from lbsim.calibration import fit
+
+    rows = synthetic()
+    a = calibrate_rows(rows, FIT, S, algorithms=("ring",), nic_counts=(1,))
+    b = calibrate_rows(list(rows), list(FIT), S, algorithms=("ring",), nic_counts=(1,))
+    assert a == b and a.residuals is not b.residuals  # each caller gets its own dict
+    moved = [replace(r, step_time_s=r.step_time_s * 1.1) if r.placement == (4, 4) else r for r in rows]
+    key_count = len(fit._MEMO)
+    calibrate_rows(moved, FIT, S, algorithms=("ring",), nic_counts=(1,))  # a held-out row differs: a new entry
+    assert len(fit._MEMO) == min(key_count + 1, fit.MEMO_ENTRIES)

@@ -96,6 +96,11 @@ def test_without_noise_the_step_is_the_engines_formula() -> None:
             assert step_s(p, t_of(b), S, TRUE)[0] == want
             assert float(steps_s(p, np.array([t_of(b)]), S, TRUE)[0]) == want
             assert step_s(p, t_of(b), S, NOISY)[0] > want  # noise only ever adds a wait (or 0 on one GPU)
+        for fig in (TRUE, replace(TRUE, overlap=OverlapParams())):  # many rows at once: each the engine's double
+            ts = [t_of(b) * (1 + fig.shared_node_slowdown * (max(p) - 1)) for b in BATCHES]
+            c = comm_s(p, S, fig) if sum(p) > 1 else 0.0
+            rowwise = [t + exposed_comm_s(c, t, fig.overlap) for t in ts]
+            assert steps_s(p, np.array([t_of(b) for b in BATCHES]), S, fig).tolist() == rowwise
     with pytest.raises(ValueError):
         max_distribution([1.0], 0.0)
 

@@ -20,30 +20,6 @@ from lbsim.engine import Engine
 from lbsim.errors import InputError
 
 
-def add_arguments(sp: argparse.ArgumentParser) -> None:
-    """The command's arguments: the measurements, the fit placements, gradient bytes, output, instance, φ, noise."""
-    sp.add_argument("measured", help="measured step times: CSV (placement, local_bsz, step_time[, sync_time]) "
-                                     "or an `lbsim profile` profile.json")
-    sp.add_argument("--fit-placements", required=True, metavar="P,P,...",
-                    help="placements whose rows the links and overlap are fitted on, e.g. 2,4,11,22,1111 "
-                         "(one digit per node: the GPUs used there)")
-    sp.add_argument("--gradient-bytes", required=True, type=int, metavar="N", help="bytes all-reduced per step")
-    sp.add_argument("--out", required=True, metavar="DIR", help="output directory: fit.yaml, predictions.csv")
-    sp.add_argument("--gpus-per-node", type=int, metavar="K",
-                    help="profile.json input only: ranks per node (default: all on one node)")
-    sp.add_argument("--instance", help="catalog instance named in fit.yaml (default: the smallest GPU instance "
-                                       "with room for the largest node; every figure is overridden anyway)")
-    sp.add_argument("--chunk-share", type=float, default=None, metavar="PHI",
-                    help="pipeline fill: the collective's chunk as a share of one call (default: NCCL's 512 KiB "
-                         "step / DDP's 25 MiB bucket = 0.02; not fitted)")
-    sp.add_argument("--jitter-cv", default=None, metavar="CV|fit|auto",
-                    help="per-iteration compute noise (CV) of every GPU, which makes a step wait for the slowest "
-                         "replica: `auto` (default) fits it and keeps it only where leave-one-placement-out "
-                         "cross-validation on the fit placements supports it; `fit` always fits it; a value >= 0 "
-                         "fixes it (0: none)")
-    sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
-
-
 def parse_jitter_cv(text: str | None) -> JitterChoice:
     """``--jitter-cv``: ``"auto"`` (the default), None (fit) for ``fit``, else a CV >= 0."""
     if text is None or text.strip() == AUTO:

@@ -62,8 +62,9 @@ Rows of other placements are never read by the fit (``tests/test_calibration.py`
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -72,6 +73,7 @@ from lbsim.calibration.error_stats import geomean_abs
 from lbsim.calibration.interval import FitDomain, Interval
 from lbsim.calibration.measured import Row, placement_label
 from lbsim.calibration.model import LinkFigures, steps_s
+from lbsim.calibration.residual import LogResidual
 from lbsim.errors import InputError
 from lbsim.network.algorithms import ALGORITHMS
 from lbsim.network.overlap import OverlapParams
@@ -243,6 +245,12 @@ def check_curve_covers(curve: ComputeCurve, rows: Sequence[Row]) -> None:
                                       "at that batch or drop the row")
 
 
+# fits kept for reuse (a pure function of its arguments): leave-one-placement-out refits the same folds for the
+# noise rule and the interval; bounded, oldest dropped first
+MEMO_ENTRIES = 64
+_MEMO: OrderedDict[tuple[object, ...], Calibration] = OrderedDict()
+
+
 def calibrate_rows(
     rows: Sequence[Row],
     fit_placements: Sequence[tuple[int, ...]],
@@ -259,7 +267,37 @@ def calibrate_rows(
 
     ``jitter_cv``: the replicas' compute noise — a fixed value (default 0: none), or None to fit it.
     ``nic_counts``: the NICs-per-node forms to try (None: :func:`nic_candidates`, module docstring step 3).
+    The same arguments give the same fit; the last :data:`MEMO_ENTRIES` are kept and handed out again
+    (keyed on every row, not only the fit rows, and every argument but ``progress``).
     """
+    key = (tuple(rows), tuple(fit_placements), gradient_bytes, tuple(algorithms), intra_bounds, chunk_share,
+           jitter_cv, None if nic_counts is None else tuple(nic_counts))
+    cal = _MEMO.get(key)
+    if cal is None:
+        cal = _calibrate_rows(rows, fit_placements, gradient_bytes, algorithms=algorithms, intra_bounds=intra_bounds,
+                              chunk_share=chunk_share, jitter_cv=jitter_cv, nic_counts=nic_counts, progress=progress)
+        _MEMO[key] = cal
+        while len(_MEMO) > MEMO_ENTRIES:
+            _MEMO.popitem(last=False)
+    else:
+        _MEMO.move_to_end(key)
+        if progress is not None:
+            progress(1.0)
+    return replace(cal, residuals=dict(cal.residuals))  # a caller's dict of its own
+
+
+def _calibrate_rows(
+    rows: Sequence[Row],
+    fit_placements: Sequence[tuple[int, ...]],
+    gradient_bytes: int,
+    *,
+    algorithms: Sequence[str],
+    intra_bounds: IntraBounds | None,
+    chunk_share: float,
+    jitter_cv: float | None,
+    nic_counts: Sequence[int] | None,
+    progress: Callable[[float], None] | None,
+) -> Calibration:
     from scipy.optimize import least_squares  # bounded trust-region least squares
 
     single = [(r.local_bsz, r.step_time_s) for r in rows if r.placement == (1,)]
@@ -300,9 +338,10 @@ def calibrate_rows(
     done = 0
     for nics in nics_tried:
         for algorithm in algorithms:
-            def resid(x: np.ndarray, algorithm: str = algorithm, nics: int = nics) -> np.ndarray:
-                fig = _figures(x, slowdown, algorithm, chunk_share, jitter_cv, nics)
-                return np.log(_predict(placements, t_fit, fig, gradient_bytes)) - y
+            def figures_of(x: np.ndarray, algorithm: str = algorithm, nics: int = nics) -> LinkFigures:
+                return _figures(x, slowdown, algorithm, chunk_share, jitter_cv, nics)
+
+            resid = LogResidual(placements, t_fit, y, gradient_bytes, figures_of)
 
             algo_best: tuple[float, LinkFigures] | None = None
             for start in STARTS:

@@ -71,13 +71,17 @@ def wait_distribution(placement: Sequence[int], fig: LinkFigures) -> MaxDistribu
 
 
 def steps_s(placement: Sequence[int], compute_s: np.ndarray, gradient_bytes: float, fig: LinkFigures,
-            dist: MaxDistribution | None = None) -> np.ndarray:
-    """Mean step (s) of ``placement`` for each ``compute_s`` = t(b) on one GPU alone (``dist``: precomputed)."""
+            dist: MaxDistribution | None = None, comm: float | None = None) -> np.ndarray:
+    """Mean step (s) of ``placement`` for each ``compute_s`` = t(b) on one GPU alone (``dist``: the
+    :func:`wait_distribution`, ``comm``: the :func:`comm_s` of ``placement``, when precomputed)."""
     top = node_compute_factor(max(placement), fig.shared_node_slowdown)
     t = np.asarray(compute_s, dtype=np.float64)
     if dist is None:
         dist = wait_distribution(placement, fig)
-    c = comm_s(placement, gradient_bytes, fig) if sum(placement) > 1 else 0.0
+    if comm is not None:
+        c = comm
+    else:
+        c = comm_s(placement, gradient_bytes, fig) if sum(placement) > 1 else 0.0
     return expected_step_s(t, np.full(t.shape, c), dist, top, fig.overlap)
 
 

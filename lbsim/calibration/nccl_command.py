@@ -52,23 +52,6 @@ from lbsim.scenario import catalog
 MAX_LOGS = 256
 
 
-def add_arguments(sp: argparse.ArgumentParser) -> None:
-    """The command's arguments: the logs, the fit node counts, the output folder, NICs per node, the interval."""
-    sp.add_argument("logs", nargs="+", metavar="LOG", help="nccl-tests all_reduce_perf outputs, one run per file")
-    sp.add_argument("--fit-nodes", required=True, metavar="N,N,...",
-                    help="node counts whose rows the figures are fitted on, e.g. 1,2 (must include 1 and one >= 2); "
-                         "the other rows are held out")
-    sp.add_argument("--out", required=True, metavar="DIR", help="output directory: fit.yaml, predictions.csv, "
-                                                                 "report.md, scenario.yaml")
-    sp.add_argument("--nics-per-node", type=int, metavar="K",
-                    help="network links per node, one per NCCL channel (default: the GPUs per node of the "
-                         "multi-node fit logs: one NIC per GPU)")
-    sp.add_argument("--interval", type=float, default=DEFAULT_NOMINAL, metavar="P",
-                    help="nominal coverage of each prediction's interval, in (0, 1) (default 0.9; from the fit's "
-                         "leave-one-GPU-count-out errors)")
-    sp.add_argument("-q", "--quiet", action="store_true", help="print no table")
-
-
 def parse_fit_nodes(text: str, rows: Sequence[NcclRow]) -> tuple[int, ...]:
     """``--fit-nodes`` as sorted node counts, each one the logs have, including a one-node log of 2 or more
     GPUs (the intra-node figures) and a count of 2 or more (the network figures); InputError otherwise."""

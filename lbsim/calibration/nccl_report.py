@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lbsim.calibration.arguments import NCCL_NOMINAL
 from lbsim.calibration.error_stats import abs_error_stats
 from lbsim.calibration.error_stats import coverage as interval_coverage
 from lbsim.calibration.nccl_tests import NcclRow
@@ -33,7 +34,7 @@ from lbsim.network.nccl import NcclFigures, nccl_pick
 LARGE_BYTES = 2**20
 
 
-DEFAULT_NOMINAL = 0.9
+DEFAULT_NOMINAL = NCCL_NOMINAL  # the command's default coverage (lbsim.calibration.arguments)
 MIN_INTERVAL_ROWS = 5
 
 

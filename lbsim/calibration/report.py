@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from lbsim.calibration import pollux
-from lbsim.calibration.command import add_arguments
+from lbsim.calibration.arguments import calibrate_arguments
 from lbsim.calibration.command import run as calibrate
 from lbsim.calibration.compute import fit_compute_curve
 from lbsim.calibration.error_stats import abs_quantile, coverage, geomean_abs, ratio_errors
@@ -110,7 +110,7 @@ def run_model(model: str, data_dir: Path, out: Path, jitter_cv: str = AUTO) -> M
     src = data_dir / f"{model}_placements.csv"
     dest = out / model
     parser = argparse.ArgumentParser(prog="lbsim calibrate")
-    add_arguments(parser)
+    calibrate_arguments(parser)
     args = parser.parse_args([str(src), "--fit-placements", FIT_PLACEMENTS, "--gradient-bytes", str(gradient_bytes),
                               "--out", str(dest), "--jitter-cv", jitter_cv, "-q"])
     code = calibrate(args, default_engine())
