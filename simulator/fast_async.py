@@ -108,7 +108,9 @@ class FastAsync:
         run_end, progress = env.run_end, env._progress
         fraction, (final_updates, final_samples) = run_end.fraction, run_end.thresholds()
         add_update, add_row, flush, add_cut = self.update_rows.extend, self.rows.extend, self._flush, self.cut_rows.append
-        gate_push, admit, batch_of = self.gate.push, self.gate.admit, self.scheme.batch
+        gate = self.gate
+        gate_push, admit, batch_of = gate.push, gate.admit, self.scheme.batch
+        decided = gate.decided  # admits_at_push: a true gate.go after the push is admit's True (not asked)
         gated = not self.gate.free  # a scheme that never holds anyone: the gate is not asked (Gate.free)
         push, pull, apply = server.push, server.pull, server.apply
         fifo, times, slot, parent_of = loop.fifo, loop.times, loop.slot, loop.parent_of
@@ -209,7 +211,7 @@ class FastAsync:
                     raise Stopped(now)
                 if not made & _FLUSH_MASK:
                     flush()
-                if gated and not admit(w):
+                if gated and not (decided and gate.go) and not admit(w):
                     now = yield now  # held: a later push releases it
                 pull_start = now
                 pulled_version = self.updates

@@ -363,6 +363,40 @@ def test_a_free_gate_never_holds(n, picks) -> None:
 
 
 @settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 6), staleness=st.integers(0, 3), picks=st.lists(st.integers(0, 5), min_size=1, max_size=120))
+def test_a_push_ignoring_scheme_decides_the_same_when_told(n, staleness, picks) -> None:
+    """SSP and ASP declare ``ignores_push``: their ``on_push`` returns None and changes nothing (the
+    scheme's state is equal before and after), and a gate that skips it releases and admits exactly
+    as one that calls it (random pushes, each pusher asked to go on as the engines do)."""
+    from lbsim.schemes.asp import ASP, ASPConfig
+    from lbsim.schemes.base import SchemeContext
+    from lbsim.schemes.gate import Gate
+    from lbsim.schemes.ssp import SSP, SSPConfig
+
+    ctx = SchemeContext(global_batch=8 * n, t0_s=(0.0,) * n, samples_per_s=(1.0,) * n, max_batch=(100,) * n,
+                        kinds=("gpu",) * n)
+    for make in (lambda: SSP(SSPConfig(staleness=staleness), ctx), lambda: ASP(ASPConfig(), ctx)):
+        lean, told = Gate(make(), n), Gate(make(), n)
+        told._on_push = told.scheme.on_push
+        assert lean._on_push is None and type(lean.scheme).ignores_push
+        held: set[int] = set()
+        for k, pick in enumerate(picks):
+            w = pick % n
+            if w in held:
+                continue
+            before = dict(vars(told.scheme))
+            released = told.push(w, float(k))
+            assert told.go is None and vars(told.scheme) == before
+            assert lean.push(w, float(k)) == released
+            held -= set(released)
+            go = lean.admit(w)
+            assert go == told.admit(w)
+            if not go:
+                held.add(w)
+        assert lean.held == told.held and list(lean.clocks) == list(told.clocks)
+
+
+@settings(max_examples=30, deadline=None)
 @given(n=st.integers(2, 6), picks=st.lists(st.integers(0, 5), min_size=1, max_size=120))
 def test_a_gate_without_clocks_decides_the_same(n, picks) -> None:
     """ElasticBSP declares ``reads_clocks = False``: its gate keeps no clocks, and releases and admits
@@ -430,8 +464,11 @@ def _push_alike(fused, asked, picks, speeds, n):  # type: ignore[no-untyped-def]
         released = fused.push(w, t[w])
         assert released == asked.push(w, t[w])
         held -= set(released)
+        skipped, held_before = fused.decided and fused.go, list(fused.held)  # what the fast path skips
         go = fused.admit(w)
         assert go == asked.admit(w)
+        if skipped:  # a true go after the push: admit answers True and holds no one (the engine need not ask)
+            assert go is True and fused.held == held_before
         if not go:
             held.add(w)
         assert fused.held == asked.held

@@ -30,6 +30,7 @@ class ASP(EvenShares):
     driver: ClassVar[str] = "async"
     never_holds: ClassVar[bool] = True  # may_start is always True, on_push does nothing: no gate to ask
     fixed_batch: ClassVar[bool] = True  # batch(worker): the even share at every iteration
+    ignores_push: ClassVar[bool] = True  # on_push returns None and changes nothing: the gate need not call it
 
     def __init__(self, config: ASPConfig, ctx: SchemeContext) -> None:
         self._share_evenly(ctx)

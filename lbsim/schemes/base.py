@@ -281,6 +281,9 @@ class AsyncScheme(Protocol):
     # ``may_start`` would answer for the pusher right after it (other held workers' answers cannot
     # change it): an engine then takes that answer instead of asking (:meth:`Gate.admit`).
     #
+    # Optional: ``ignores_push: ClassVar[bool] = True`` declares that ``on_push`` returns None and
+    # changes nothing (SSP: the clocks are its whole state): the gate need not call it.
+    #
     # Optional: ``fixed_batch: ClassVar[bool] = True`` declares that ``batch(worker)`` answers the
     # same for every iteration of the run and asking it changes nothing: an engine may ask it once
     # per worker.

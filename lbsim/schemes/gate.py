@@ -14,6 +14,11 @@ and lives here, so the simulator and the torch runtime enact the same rule in th
   ``on_push`` returns what ``may_start`` would answer right after it), the answer is ``on_push``'s
   and ``may_start`` is not asked.
 
+With a scheme that declares ``ignores_push`` (its ``on_push`` decides and records nothing) the
+gate does not call ``on_push``. With one that declares ``admits_at_push``, :attr:`Gate.decided`
+is set and :attr:`Gate.go` holds the pusher's answer after :meth:`Gate.push`: an engine may skip
+:meth:`Gate.admit` when ``go`` is true (``admit`` would answer True and change nothing).
+
 With a scheme that declares ``never_holds`` (:attr:`Gate.free`), an engine may skip both calls:
 every worker is admitted and no push releases anyone (the gate's clocks then stay unread). With
 one that declares ``reads_clocks = False`` the gate keeps no clocks (they stay 0).
@@ -33,7 +38,7 @@ from lbsim.schemes.base import Clocks
 class Gate:
     """Every worker's clock and the workers an asynchronous scheme currently holds."""
 
-    __slots__ = ("scheme", "clocks", "held", "free", "admit", "_go", "_key_of", "_held_key", "_ticks",
+    __slots__ = ("scheme", "clocks", "held", "free", "admit", "go", "decided", "_key_of", "_held_key", "_ticks",
                  "_on_push", "_may_start")
 
     def __init__(self, scheme: Any, workers: int) -> None:
@@ -45,10 +50,14 @@ class Gate:
         # the gate key at which every held worker was last asked (None: unknown or mixed)
         self._held_key: Any = None
         self._ticks = bool(getattr(scheme, "reads_clocks", True))  # False: the scheme never reads the clocks
-        self._on_push, self._may_start = scheme.on_push, scheme.may_start
-        self._go: Any = None  # what the scheme's on_push returned at the last push
+        # None: the scheme declares that on_push decides and records nothing (not called)
+        self._on_push = None if getattr(scheme, "ignores_push", False) else scheme.on_push
+        self._may_start = scheme.may_start
+        self.go: Any = None  # what the scheme's on_push returned at the last push
+        # the scheme admits_at_push: after push, a true ``go`` is admit(pusher)'s answer (True, nothing held)
+        self.decided = bool(getattr(scheme, "admits_at_push", False))
         # admit(worker): may ``worker`` start its next iteration now? If not, it is held (see push)
-        self.admit = self._admit_decided if getattr(scheme, "admits_at_push", False) else self._admit_asked
+        self.admit = self._admit_decided if self.decided else self._admit_asked
 
     def push(self, worker: int, time_s: float) -> list[int]:
         """A push of ``worker`` was applied at ``time_s``; returns the held workers it releases."""
@@ -60,7 +69,8 @@ class Gate:
                 clocks.high = c + 1
             if c == clocks.low:
                 clocks.tick_low(c)
-        self._go = self._on_push(worker, time_s, clocks)  # with admits_at_push: the pusher's answer
+        if self._on_push is not None:
+            self.go = self._on_push(worker, time_s, clocks)  # with admits_at_push: the pusher's answer
         if not self.held:
             return []
         key = None
@@ -89,7 +99,7 @@ class Gate:
 
     def _admit_decided(self, worker: int) -> bool:
         """:meth:`_admit_asked` for a scheme that ``admits_at_push``: the answer its ``on_push`` gave."""
-        if self._go:
+        if self.go:
             return True
         self._hold(worker)
         return False

@@ -30,6 +30,7 @@ class SSP(EvenShares):
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
     fixed_batch: ClassVar[bool] = True  # batch(worker): the even share at every iteration
+    ignores_push: ClassVar[bool] = True  # on_push returns None and changes nothing: the gate need not call it
 
     def __init__(self, config: SSPConfig, ctx: SchemeContext) -> None:
         self.staleness = config.staleness
