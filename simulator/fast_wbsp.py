@@ -64,7 +64,6 @@ class FastWBSP(WBSPBook):
         # the designated slowest (WBSPScheme.slowest): asked again after each round's close; the
         # scheme's on_upload is asked of its uploads only (any other's leaves everything as it is)
         self.lead = [self.scheme.slowest()]
-        self.observed: list[Any] = []  # step times held for observe_steps (base variant, no numerics)
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -76,9 +75,6 @@ class FastWBSP(WBSPBook):
         self.loop.run(processes)
         env._now = self.loop.now
         self.loop.end(processes)
-        if self.observed:  # step times still held: the scheme's estimates as the event path leaves them
-            self.scheme.observe_steps(self.observed)
-            self.observed.clear()
         env.finish()  # at the budget: the steps the end cuts (after the final update: nothing left)
 
     def _compute(self, p: int, w: int, it: int, base_version: int, now: float) -> Generator[float, float, tuple[Step, float]]:
@@ -118,9 +114,7 @@ class FastWBSP(WBSPBook):
         batch = self.scheme.batch(w)  # the batch of every local step of w (WBSPScheme.batch), asked once
         push, pull, apply = server.push, server.pull, server.apply
         applied, end_step, adopt = self._applied, self._end_step, self._adopt
-        on_upload, close_flat, emit_flat = self._on_upload, self._close_flat, self._emit_flat
-        observed = self.observed  # flat steps' (worker, step time), held for the scheme's next read (observe_steps)
-        held, observe_held = observed.extend, self.scheme.observe_steps
+        on_upload, close_flat, observe, emit_flat = self._on_upload, self._close_flat, self._observe_step, self._emit_flat
         lead, slowest = self.lead, self.scheme.slowest
         rounds: Rounds[Any] = self.rounds if numerics is not None else self.flat_rounds
         versions = rounds.samples_of  # one entry per closed round, i.e. per update: env.version is its length
@@ -198,9 +192,6 @@ class FastWBSP(WBSPBook):
                     rounds.open.append(f_s)
                     if w == lead[0]:  # only the designated slowest's upload can close the round (WBSPScheme.slowest)
                         env._now = now
-                        if observed:  # the held step times, before on_upload reads the estimates
-                            observe_held(observed)
-                            observed.clear()
                         if on_upload(w, 1, now):
                             close_flat()
                             lead[0] = slowest()
@@ -251,7 +242,7 @@ class FastWBSP(WBSPBook):
                 if numerics is None:  # WBSPBook._end_step, written out (the same step time: fetch_s = 0.0)
                     f_s[END] = now
                     f_s[COMM] = now - start - 0.0 - compute_s - wait_s  # the record's remainder (fetch_s = 0.0)
-                    held((w, 0.0 + compute_s + comm_s + wait_s))  # observe_step, held until the next upload that reads it
+                    observe(w, 0.0 + compute_s + comm_s + wait_s)
                     if f_s[UPDATE] >= 0:  # its round has closed
                         emit_flat(f_s)
                 else:

@@ -410,19 +410,3 @@ def test_cli_compare_bsp_wbsp(tmp_path: Path) -> None:
     rows = (out / "compare.csv").read_text(encoding="utf-8").splitlines()
     assert len(rows) == 3 and rows[2].startswith("wbsp,")
     assert (out / "wbsp" / "summary.json").exists() and (out / "wbsp" / "decisions.csv").exists()
-
-
-@settings(max_examples=50, deadline=None)
-@given(alpha=st.floats(0.01, 1.0), steps=st.lists(st.tuples(st.integers(0, 3), st.floats(1e-6, 1e3)), max_size=40),
-       cut=st.integers(0, 40))
-def test_observe_steps_is_observe_step_in_turn(alpha, steps, cut) -> None:
-    """``observe_steps`` (steps held and handed over at once, in two batches here) leaves the very
-    EMA floats that ``observe_step`` called for each step in turn leaves."""
-    one, held = (WBSP(WBSPConfig(slow_ema_alpha=alpha), ctx((0.1, 1.0, 1.0, 0.2), (100.0,) * 4)) for _ in range(2))
-    flat: list[Any] = []
-    for w, x in steps:
-        one.observe_step(w, x)
-        flat.extend((w, x))
-    held.observe_steps(flat[:2 * cut])
-    held.observe_steps(flat[2 * cut:])
-    assert one.ema == held.ema and one.estimates() == held.estimates()

@@ -315,11 +315,6 @@ class WBSPScheme(Protocol):
         """:meth:`observe` given the step time alone."""
         ...
 
-    def observe_steps(self, flat: list[Any]) -> None:
-        """:meth:`observe_step` for each ``worker, step_s`` pair of ``flat`` (laid end to end) in turn;
-        an engine may hold its observed steps and hand them over before the next :meth:`on_upload`."""
-        ...
-
     def on_upload(self, worker: int, steps: int, time_s: float) -> bool:
         """The server applied an upload of ``steps`` local steps; True when it closes the round."""
         ...

@@ -98,20 +98,6 @@ class WBSP:
             a = self._alpha
             ema[worker] = a * step_s + (1 - a) * old
 
-    def observe_steps(self, flat: list[Any]) -> None:
-        """:meth:`observe_step` for each step of ``flat`` in turn (``worker, step_s`` pairs laid end to
-        end, in the order the steps ended): the same EMA, the same operations in the same order. An
-        engine may hold the steps it observes and hand them over at once before the estimates are
-        next read (:meth:`on_upload`)."""
-        ema, a = self.ema, self._alpha
-        pairs = iter(flat)
-        for worker, step_s in zip(pairs, pairs, strict=True):
-            old = ema[worker]
-            if old is None:
-                ema[worker] = step_s
-            else:
-                ema[worker] = a * step_s + (1 - a) * old
-
     def estimates(self) -> tuple[float, ...]:
         """Each worker's step-time estimate: its EMA, or its nominal compute time before any step."""
         return tuple([e if e is not None else nom for e, nom in zip(self.ema, self.nominal_s, strict=True)])
