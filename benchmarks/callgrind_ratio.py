@@ -6,7 +6,9 @@ CPU executes (callgrind's ``Ir``), the C inside every call included — heap ope
 hashing, dict and tuple work, numpy — where ``bench_opcodes.py`` counts each Python bytecode as
 one. Per case: the events the SimPy event path processes on the scenario (counted natively, as
 ``bench_simulator.count_events``), then two runs under ``valgrind --tool=callgrind`` with
-collection on only inside ``eval`` (``--toggle-collect=builtin_eval*``): the bare loop
+collection on only inside ``sys.call_tracing`` (``--toggle-collect=sys_call_tracing``, a C
+function nothing else calls; ``eval``, used before, is also called by the library's imports and
+``typing`` during the warm-up, whose code was then counted too): the bare loop
 (:func:`bench_simulator.bare_simpy_loop`, those events) and ``simulate`` (the fast path), each
 after a warm-up of the same call so that lazy imports and caches are not counted. Sizes as
 ``bench_opcodes.py``: 4,000 updates at 16 and 256 workers, 16,000 at 1,024 (WBSP: that many
@@ -34,7 +36,7 @@ def _size(scheme: str, workers: int) -> int:
 
 
 def _inner(mode: str, scheme: str, workers: int, updates: int, events: int) -> None:
-    """Under valgrind: warm up, then the measured call inside ``eval`` (the only code collected)."""
+    """Under valgrind: warm up, then the measured call inside ``sys.call_tracing`` (the only code collected)."""
     from bench_simulator import bare_simpy_loop, scenario
 
     from lbsim.simulator.run import simulate
@@ -42,15 +44,15 @@ def _inner(mode: str, scheme: str, workers: int, updates: int, events: int) -> N
     sc = scenario(scheme, workers, updates)
     if mode == "bare":
         bare_simpy_loop(min(events, 20_000), workers)
-        eval("bare_simpy_loop(events, workers)")  # noqa: S307 - the collected region
+        sys.call_tracing(bare_simpy_loop, (events, workers))  # the collected region
     else:
         simulate(sc)
-        result = eval("simulate(sc)")  # noqa: S307 - the collected region
+        result = sys.call_tracing(simulate, (sc,))  # the collected region
         print(f"worker_iterations={result.summary['worker_iterations']}")
 
 
 def _instructions(mode: str, scheme: str, workers: int, updates: int, events: int) -> tuple[int, str]:
-    cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=builtin_eval*", "--callgrind-out-file=/dev/null",
+    cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=sys_call_tracing", "--callgrind-out-file=/dev/null",
            sys.executable, __file__, "--inner", mode, scheme, str(workers), str(updates), str(events)]
     env = dict(os.environ, PYTHONHASHSEED="0")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)

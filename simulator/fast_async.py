@@ -8,7 +8,8 @@ to eleven. The push and pull of a worker alone on its node, the common case, are
 (both are held to the event path's records by tests/test_fast_ps.py). Every time is computed by
 the event path's expressions (an iteration's compute end by its one-call form,
 :func:`lbsim.simulator.fast_compute.compute_end_of`), so the records are the event path's. The decisions are the gate's (:class:`lbsim.schemes.gate.Gate`: the scheme's ``on_push``
-/ ``may_start``) and the scheme's ``batch``, asked at the same moments as the event path asks them;
+/ ``may_start``) and the scheme's ``batch``, asked at the same moments as the event path asks them
+(``batch`` once per worker of a scheme that declares ``fixed_batch``: the same answer every time);
 neither path asks the gate of a scheme that declares it never holds a worker (``Gate.free``).
 """
 
@@ -28,7 +29,7 @@ from .fast_compute import compute_end_of
 from .fast_loop import EventLoop, Process, RunEnded, Stopped
 from .fast_server import FastServer
 
-_FLUSH_MASK = (1 << 16) - 1  # buffered rows move to the record logs every 65,536 updates
+_FLUSH_MASK = (1 << 12) - 1  # buffered rows move to the record logs every 4,096 updates (records._CHUNK's reason)
 _VARYING = ITERATION_COLUMNS[:10]  # an iteration row's fields up to ``staleness``; the rest are constant
 _CONSTANT = {"dropped": False, "weight": 1.0, "fetch_s": 0.0, "cut": False}  # an iteration that ran to its end
 assert _VARYING + tuple(_CONSTANT) == ITERATION_COLUMNS
@@ -121,14 +122,17 @@ class FastAsync:
         it = 0
         # the open iteration's row, should the run end before it does (gradient applied, not ended)
         is_open = False
-        update = staleness = batch = 0
+        fixed = bool(getattr(self.scheme, "fixed_batch", False))  # batch(w) is the same at every iteration
+        update = staleness = 0
+        batch = batch_of(w) if fixed else 0
         start = compute_end = comm = 0.0
         pull_start = -1.0
         try:
             now = yield 0.0  # primed; then sent the start time
             while True:
                 start = now
-                batch = batch_of(w)
+                if not fixed:
+                    batch = batch_of(w)
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
                 compute_end = end_of(start, batch, it)
                 t = start + (compute_end - start)

@@ -8,7 +8,9 @@ and records are the event path's own (:class:`lbsim.simulator.wbsp.WBSPBook`: th
 moments with the environment's clock set to the event's time. The base variant without numerics
 keeps each local step as a flat list (the fields of :class:`lbsim.simulator.wbsp.Step`, no object
 per step) and closes its rounds with :meth:`FastWBSP._close_flat`, the book's round close and
-records for such lists (the same expressions, the same order). Every time is computed by the event
+records for such lists (the same expressions, the same order); it asks the scheme's ``on_upload``
+of the designated slowest worker's uploads only (:meth:`lbsim.schemes.base.WBSPScheme.slowest`:
+another worker's upload closes nothing and changes nothing). Every time is computed by the event
 path's expressions (:func:`lbsim.simulator.compute.iteration_end_s` in its one-call form
 :func:`lbsim.simulator.fast_compute.compute_end_of`, the server's rules).
 """
@@ -55,6 +57,9 @@ class FastWBSP(WBSPBook):
         self.end_of: list[IterationEnd] = [compute_end_of(c, spec) for c, spec in zip(env.contention, env.workers, strict=True)]
         # base variant without numerics: the open round holds flat steps (the book's rules, lists for objects)
         self.flat_rounds: Rounds[FlatStep] = Rounds(n, itemgetter(BATCH))
+        # the designated slowest (WBSPScheme.slowest): asked again after each round's close; the
+        # scheme's on_upload is asked of its uploads only (any other's leaves everything as it is)
+        self.lead = [self.scheme.slowest()]
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -106,6 +111,7 @@ class FastWBSP(WBSPBook):
         push, pull, apply = server.push, server.pull, server.apply
         applied, end_step, adopt = self._applied, self._end_step, self._adopt
         on_upload, close_flat, observe, emit_flat = self._on_upload, self._close_flat, self._observe_step, self._emit_flat
+        lead, slowest = self.lead, self.scheme.slowest
         rounds: Rounds[Any] = self.rounds if numerics is not None else self.flat_rounds
         versions = rounds.samples_of  # one entry per closed round, i.e. per update: env.version is its length
         fifo, times, slot, parent_of, collide = loop.fifo, loop.times, loop.slot, loop.parent_of, loop.collide
@@ -176,18 +182,23 @@ class FastWBSP(WBSPBook):
                             heappush(times, t)
                             parent_of[w] = granted
                         now = yield now
-                env._now = now
                 if numerics is None:  # WBSPBook._step and _applied for one step without numerics, written out: a flat step
                     comm_s, wait_s = pushed - compute_end, now - pushed
                     f_s: FlatStep = [w, it, start, compute_end, batch, base_version, wait_s, None, -1, False, False]
                     rounds.open.append(f_s)
-                    if on_upload(w, 1, now):
-                        close_flat()
+                    if w == lead[0]:  # only the designated slowest's upload can close the round (WBSPScheme.slowest)
+                        env._now = now
+                        if on_upload(w, 1, now):
+                            close_flat()
+                            lead[0] = slowest()
+                            if env.stopped:
+                                raise Stopped(now)
                 else:
+                    env._now = now
                     s.comm_s, s.wait_s = pushed - compute_end, now - pushed
                     applied(w, [s])
-                if env.stopped:
-                    raise Stopped(now)
+                    if env.stopped:
+                        raise Stopped(now)
                 flagged = rounds.flagged  # Rounds.take_flag, written out (a round's close replaces the list)
                 if flagged[w]:
                     flagged[w] = False
@@ -216,11 +227,11 @@ class FastWBSP(WBSPBook):
                                 heappush(times, t)
                                 parent_of[w] = released
                             now = yield now
-                    env._now = now
                     base_version = version
                     if numerics is None:
                         comm_s += now - busy_since
                     else:
+                        env._now = now
                         s.comm_s += now - busy_since
                         s.busy_since = None
                         adopt(w, version)

@@ -599,6 +599,16 @@ def test_record_log_columns_are_the_rows_exactly(rows, ways, chunk) -> None:
         assert table.columns[c].tobytes() == expected[c].tobytes(), c
 
 
+def test_columns_from_flat_reads_what_float_does_not_take_as_numpy_does() -> None:
+    """A value ``struct.pack`` refuses (None, a numeric string) is read by numpy, as before: NaN, 2.5."""
+    from lbsim.metrics.records import columns_from_flat
+
+    cols = columns_from_flat([1, None, "2.5", 2, 0.5, "1e3"], ["a", "b", "c"],
+                             {"a": np.int64, "b": np.float64, "c": np.float64})
+    assert cols["a"].tolist() == [1, 2] and cols["a"].dtype == np.int64
+    assert np.isnan(cols["b"][0]) and cols["b"][1] == 0.5 and cols["c"].tolist() == [2.5, 1000.0]
+
+
 def test_record_log_refuses_an_integer_a_float64_does_not_hold() -> None:
     from lbsim.metrics.records import IterationLog
 

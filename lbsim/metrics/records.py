@@ -21,6 +21,7 @@ the updates, exactly.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
@@ -84,7 +85,11 @@ ITERATION_DTYPES: dict[str, type] = {
 UPDATE_DTYPES: dict[str, type] = {"update": np.int64, "time_s": np.float64, "samples": np.int64, "gradients": np.int64}
 assert tuple(ITERATION_DTYPES) == ITERATION_COLUMNS and tuple(UPDATE_DTYPES) == UPDATE_COLUMNS
 
-_CHUNK = 65_536  # rows converted to columns at a time (bounds the Python objects alive at once)
+# rows converted to columns at a time: bounds the Python objects alive at once, and keeps a
+# RecordLog's waiting rows few enough to stay in the CPU's cache until they are converted and
+# freed (65,536 rows, ~40 MB of float objects, were written, read and freed cold: a 60,000-update
+# parameter-server run took 6-9 % longer)
+_CHUNK = 4_096
 
 
 class RecordTable(Sequence[Any]):
@@ -211,12 +216,18 @@ def columns_from_flat(flat: list[Any], names: Sequence[str], dtypes: dict[str, t
     One pass in C reads every number as a float64 (exact for every float, and for the integers
     and booleans of records, all of magnitude below 2**53: checked), then each column is cast to
     its type. Cheaper than a structured array read from row tuples, and the engines that append
-    rows this way make no tuple per row.
+    rows this way make no tuple per row. The pass is ``struct.pack`` of native doubles (each value
+    converted as ``float(v)``, the conversion ``np.array(flat, float64)`` makes) read back with
+    ``np.frombuffer``: about half the machine instructions of ``np.array``, which first discovers
+    the list's dtype and shape item by item.
     """
     k = len(names)
     if len(flat) % k:
         raise ValueError(f"{len(flat)} values do not make rows of {k}")
-    table = np.array(flat, dtype=np.float64).reshape(-1, k)
+    try:
+        table = np.frombuffer(struct.pack(f"{len(flat)}d", *flat), dtype=np.float64).reshape(-1, k)
+    except struct.error:  # a value float() does not take (None, a string): numpy's own reading, as before
+        table = np.array(flat, dtype=np.float64).reshape(-1, k)
     out: dict[str, np.ndarray] = {}
     for j, c in enumerate(names):
         col = table[:, j]

@@ -29,6 +29,7 @@ class ASP(EvenShares):
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
     never_holds: ClassVar[bool] = True  # may_start is always True, on_push does nothing: no gate to ask
+    fixed_batch: ClassVar[bool] = True  # batch(worker): the even share at every iteration
 
     def __init__(self, config: ASPConfig, ctx: SchemeContext) -> None:
         self._share_evenly(ctx)

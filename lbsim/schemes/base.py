@@ -281,6 +281,10 @@ class AsyncScheme(Protocol):
     # ``may_start`` would answer for the pusher right after it (other held workers' answers cannot
     # change it): an engine then takes that answer instead of asking (:meth:`Gate.admit`).
     #
+    # Optional: ``fixed_batch: ClassVar[bool] = True`` declares that ``batch(worker)`` answers the
+    # same for every iteration of the run and asking it changes nothing: an engine may ask it once
+    # per worker.
+    #
     # Optional: ``reads_clocks: ClassVar[bool] = False`` declares that ``on_push``, ``may_start`` and
     # ``gate_key`` never read ``clocks`` (ElasticBSP counts its own pushes): the gate then does not
     # keep them (every clock stays 0).
@@ -310,6 +314,13 @@ class WBSPScheme(Protocol):
 
     def on_upload(self, worker: int, steps: int, time_s: float) -> bool:
         """The server applied an upload of ``steps`` local steps; True when it closes the round."""
+        ...
+
+    def slowest(self) -> int:
+        """The designated slowest worker. An upload of any other worker does not close the round
+        (``on_upload`` returns False and changes nothing), so an engine may ask ``on_upload`` of
+        the designated worker's uploads only; the designation changes only when ``on_upload``
+        returns True."""
         ...
 
     def diagnostics(self) -> dict[str, object]:

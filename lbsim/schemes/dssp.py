@@ -97,6 +97,7 @@ class DSSP:
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
     admits_at_push: ClassVar[bool] = True  # on_push returns may_start's answer for the pusher
+    fixed_batch: ClassVar[bool] = True  # batch(worker): the even share at every iteration
 
     def __init__(self, config: DSSPConfig, ctx: SchemeContext) -> None:
         self.paper = config.rule == "paper"

@@ -48,6 +48,7 @@ class ElasticBSP:
     driver: ClassVar[str] = "async"
     reads_clocks: ClassVar[bool] = False  # it counts pushes since the barrier itself: the gate keeps no clocks
     admits_at_push: ClassVar[bool] = True  # on_push returns may_start's answer for the pusher
+    fixed_batch: ClassVar[bool] = True  # batch(worker): the even share at every iteration
 
     def __init__(self, config: ElasticBSPConfig, ctx: SchemeContext) -> None:
         self.cfg = config

@@ -29,6 +29,7 @@ class SSP(EvenShares):
 
     name: ClassVar[str]
     driver: ClassVar[str] = "async"
+    fixed_batch: ClassVar[bool] = True  # batch(worker): the even share at every iteration
 
     def __init__(self, config: SSPConfig, ctx: SchemeContext) -> None:
         self.staleness = config.staleness

@@ -103,7 +103,8 @@ class WBSP:
         return tuple([e if e is not None else nom for e, nom in zip(self.ema, self.nominal_s, strict=True)])
 
     def slowest(self) -> int:
-        """The designated slowest worker: its next upload closes the round."""
+        """The designated slowest worker: its next upload closes the round; any other worker's
+        upload leaves everything as it is (:meth:`on_upload` returns False at once)."""
         return self._designated
 
     def on_upload(self, worker: int, steps: int, time_s: float) -> bool:
