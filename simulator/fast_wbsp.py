@@ -23,6 +23,7 @@ from heapq import heappush
 from operator import itemgetter
 from typing import Any
 
+from lbsim.metrics.records import ITERATION_COLUMNS
 from lbsim.schemes.wbsp_rounds import Rounds
 
 from .env import SimEnv
@@ -31,10 +32,13 @@ from .fast_loop import EventLoop, Process, RunEnded, Stopped
 from .fast_server import FastServer
 from .wbsp import Step, WBSPBook
 
-# A flat step (base variant without numerics): the fields of :class:`lbsim.simulator.wbsp.Step` that
-# its record reads, in a list at these indices (no object per local step); fetch_s = 0 and
-# compute_start_s = start_s (no data:); comm_s is the record's remainder (end - start - compute - wait)
-W, IT, START, CEND, BATCH, BASE, WAIT, END, UPDATE, CUT, OPENED = range(11)
+# A flat step (base variant without numerics): its record's fields in column order, in a list (no
+# object per local step), filled in as they become known: the end and comm_s (the record's remainder
+# end - start - fetch - compute - wait) at the step's end, the update, the staleness (until then the
+# base version) and the weight at its round's close; fetch_s = 0 and compute_start_s = start_s (no data:)
+W, IT, UPDATE, START, COMPUTE, COMM, WAIT, END, BATCH, STALE, DROPPED, WEIGHT, FETCH, CUT = range(14)
+assert ITERATION_COLUMNS == ("worker", "iteration", "update", "start_s", "compute_s", "comm_s", "wait_s", "end_s",
+                             "batch", "staleness", "dropped", "weight", "fetch_s", "cut")
 FlatStep = list[Any]
 
 
@@ -183,8 +187,8 @@ class FastWBSP(WBSPBook):
                             parent_of[w] = granted
                         now = yield now
                 if numerics is None:  # WBSPBook._step and _applied for one step without numerics, written out: a flat step
-                    comm_s, wait_s = pushed - compute_end, now - pushed
-                    f_s: FlatStep = [w, it, start, compute_end, batch, base_version, wait_s, None, -1, False, False]
+                    compute_s, comm_s, wait_s = compute_end - start, pushed - compute_end, now - pushed
+                    f_s: FlatStep = [w, it, -1, start, compute_s, 0.0, wait_s, None, batch, base_version, False, 0.0, 0.0, False]
                     rounds.open.append(f_s)
                     if w == lead[0]:  # only the designated slowest's upload can close the round (WBSPScheme.slowest)
                         env._now = now
@@ -237,7 +241,8 @@ class FastWBSP(WBSPBook):
                         adopt(w, version)
                 if numerics is None:  # WBSPBook._end_step, written out (the same step time: fetch_s = 0.0)
                     f_s[END] = now
-                    observe(w, 0.0 + (compute_end - start) + comm_s + wait_s)
+                    f_s[COMM] = now - start - 0.0 - compute_s - wait_s  # the record's remainder (fetch_s = 0.0)
+                    observe(w, 0.0 + compute_s + comm_s + wait_s)
                     if f_s[UPDATE] >= 0:  # its round has closed
                         emit_flat(f_s)
                 else:
@@ -256,42 +261,37 @@ class FastWBSP(WBSPBook):
         final = not env.may_update()
         rows: list[Any] = []  # the round's ended steps' records (fields end to end), added at once
         record = None if env.stopped else rows.extend  # SimEnv.record_row's rule
-        row = self._row_flat
+        cut_row = self._cut_flat
         for s in steps:  # a step joins one round: none was registered as an open row before
             s[UPDATE] = update
-            w, it, start_s, compute_end_s, batch, base_version, wait_s, end_s, _, cut, _ = s
-            if end_s is None:
+            s[STALE] = update - s[STALE]  # the base version until now
+            s[WEIGHT] = s[BATCH] / samples  # WBSPBook._row's weight, batch / samples
+            if s[END] is None:
                 if not final:  # in the update, not ended: its row if the run ends first
-                    env.open_row((w, it), partial(row, s, cut=True))
-                    s[OPENED] = True
+                    env.open_row((s[W], s[IT]), partial(cut_row, s))
                     continue
-                end_s = s[END] = now  # still pulling (or the closer's own step): cut here
-                cut = s[CUT] = True
-            if record is not None:  # ended and in this update: its record (WBSPBook._row, weight = batch / samples)
-                fetch_s = 0.0  # no data: section (compute_start_s = start_s)
-                compute_s = compute_end_s - start_s
-                record((w, it, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
-                        wait_s, end_s, batch, update - base_version, False, batch / samples, fetch_s, cut))
+                s[END] = now  # still pulling (or the closer's own step): cut here
+                s[COMM] = now - s[START] - 0.0 - s[COMPUTE] - s[WAIT]
+                s[CUT] = True
+            if record is not None:  # ended and in this update: its record
+                record(s)
         if rows:
             env.iterations.extend_flat(rows)
         if final:
             env.finish()
 
-    def _row_flat(self, s: FlatStep, end_s: float, cut: bool) -> tuple[Any, ...]:
-        """A flat step's IterationRecord fields, in order (:meth:`lbsim.simulator.wbsp.WBSPBook._row`)."""
-        w, it, start_s, compute_end_s, batch, base_version, wait_s, _end, update, _cut, _opened = s
-        fetch_s = 0.0  # no data: section (compute_start_s = start_s)
-        compute_s = compute_end_s - start_s
-        return (w, it, update, start_s, compute_s, end_s - start_s - fetch_s - compute_s - wait_s,
-                wait_s, end_s, batch, update - base_version, False, self.flat_rounds.weight(update, batch), fetch_s, cut)
+    @staticmethod
+    def _cut_flat(s: FlatStep, end_s: float) -> tuple[Any, ...]:
+        """The record of a flat step in a closed round, cut at ``end_s`` (:meth:`lbsim.simulator.wbsp.WBSPBook._row`)."""
+        start_s, compute_s, wait_s = s[START], s[COMPUTE], s[WAIT]
+        return (*s[:COMM], end_s - start_s - 0.0 - compute_s - wait_s, wait_s, end_s, *s[BATCH:CUT], True)
 
     def _emit_flat(self, s: FlatStep) -> None:
         """Record a flat step that ended after its round closed (:meth:`lbsim.simulator.wbsp.WBSPBook._emit`)."""
         env = self.env
-        if s[OPENED]:
-            env.close_row((s[W], s[IT]))
+        env.close_row((s[W], s[IT]))  # registered as an open row at the close
         if not env.stopped:
-            env.iterations.add(self._row_flat(s, s[END], s[CUT]))
+            env.iterations.extend_flat(s)
 
     # -- overlap variant (PCC) ------------------------------------------------------------------
     def _compute_loop(self, w: int) -> Process:

@@ -148,6 +148,28 @@ def test_scheme_designates_the_nominally_slowest_then_follows_the_ema() -> None:
     assert [r["next_slowest"] for r in s.decision_rows()] == [3, 1]
 
 
+@settings(max_examples=40, deadline=None)
+@given(events=st.lists(st.tuples(st.integers(0, 3), st.floats(0.01, 10.0), st.booleans()), max_size=30),
+       margin=st.sampled_from([0.0, 0.05]))
+def test_only_the_designated_slowests_upload_does_anything(events, margin) -> None:
+    """The contract of ``slowest()``: another worker's upload returns False and changes nothing, and
+    the designation changes only when ``on_upload`` returns True (the fast path asks it of the
+    designated worker's uploads only)."""
+    s = WBSP(WBSPConfig(switch_margin=margin), ctx((0.1, 1.0, 1.0, 0.2), (100.0,) * 4))
+    t = 0.0
+    for w, step_s, upload in events:
+        t += step_s
+        if not upload:
+            s.observe_step(w, step_s)
+            continue
+        lead = s.slowest()
+        before = (list(s.ema), s.rounds, s.changes, list(s.closed_by), len(s.rows))
+        closed = s.on_upload(w, 1, t)
+        assert closed == (w == lead)
+        if not closed:
+            assert (list(s.ema), s.rounds, s.changes, list(s.closed_by), len(s.rows)) == before and s.slowest() == lead
+
+
 def test_switch_margin_keeps_the_role_among_equally_slow_workers() -> None:
     s = WBSP(WBSPConfig(switch_margin=0.05), ctx((1.0, 1.0), (100.0, 100.0), batch=20))
     s.observe(obs(0, 1.00))
