@@ -337,21 +337,23 @@ def test_the_fits_cached_residual_is_the_model_bit_for_bit() -> None:
     every value must be the uncached model's double, also after one-coordinate steps and returns."""
     from lbsim.calibration.fit import _figures, _predict
     from lbsim.calibration.residual import LogResidual
+    from lbsim.network.algorithms import ALGORITHMS
 
-    rows = [r for r in synthetic(replace(TRUE, jitter_cv=0.05)) if r.gpus > 1]
+    rows = [r for r in synthetic(replace(TRUE, jitter_cv=0.05)) if r.gpus > 1]  # one node, 1 per node, mixed
     placements = [r.placement for r in rows]
     t = np.array([t_of(r.local_bsz) for r in rows])
     y = np.log([r.step_time_s for r in rows])
-
-    def figures_of(x: np.ndarray) -> LinkFigures:
-        return _figures(x, None, "nccl", DEFAULT_CHUNK_SHARE, None, 2)
-
-    resid = LogResidual(placements, t, y, S, figures_of)
     base = np.array([1.2, -3.8, 0.7, -2.9, 0.35, 0.25, 0.04, 0.06])
     points = [base] + [base + np.eye(8)[j] * 1e-3 for j in range(8)] + [base, base * 1.01]
-    for x in points:
-        want = np.log(_predict(placements, t, figures_of(x), S)) - y
-        assert np.array_equal(resid(x), want)
+    for algorithm in ALGORITHMS:
+        for nics in (1, 2):
+            def figures_of(x: np.ndarray, algorithm: str = algorithm, nics: int = nics) -> LinkFigures:
+                return _figures(x, None, algorithm, DEFAULT_CHUNK_SHARE, None, nics)
+
+            resid = LogResidual(placements, t, y, S, figures_of)
+            for x in points:
+                want = np.log(_predict(placements, t, figures_of(x), S)) - y
+                assert np.array_equal(resid(x), want), (algorithm, nics, x)
 
 
 def test_equal_fits_are_handed_out_again_and_distinct_rows_are_not() -> None:

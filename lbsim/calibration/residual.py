@@ -6,7 +6,12 @@ prediction of a placement ``p`` is :func:`lbsim.calibration.model.steps_s`, whos
 depend on few figures:
 
 * the all-reduce ``comm_s(p)`` on the link figures only (``B_intra, α_intra, B_nic, α_nic``:
-  ``x[0:4]``; the algorithm, NICs per node and pipeline fill are fixed for one residual);
+  ``x[0:4]``; the algorithm, NICs per node and pipeline fill are fixed for one residual), and of
+  those only on the links ``p`` crosses: a one-node placement never uses a NIC, and a placement of
+  one GPU per node never uses an intra-node link (every algorithm of
+  :data:`lbsim.network.algorithms.ALGORITHMS` reads a node's intra link only when it holds two or
+  more GPUs, and a NIC only across two or more nodes; ``tests/test_calibration.py`` checks the
+  cached values against the uncached model after a step in each figure, for every algorithm);
 * the slowest replica's distribution on the shared-node slowdown ``s`` and the noise ``c`` only.
 
 Both are kept per placement, keyed on exactly the figures they read, so a step in the overlap
@@ -29,6 +34,18 @@ CACHE_ENTRIES = 256  # per residual and kind: a Jacobian needs the current point
 FiguresOf = Callable[[np.ndarray], LinkFigures]
 
 
+INTRA, NIC = (0, 1), (2, 3)  # the link figures' places in the fit's parameter vector
+
+
+def _links_read(placement: tuple[int, ...]) -> tuple[int, ...]:
+    """The places in ``x`` of the link figures ``placement``'s all-reduce reads (module docstring)."""
+    if len(placement) == 1:
+        return INTRA
+    if max(placement) == 1:
+        return NIC
+    return INTRA + NIC
+
+
 class LogResidual:
     """``x ↦ log(steps_s(p, t(b)) for each fit row) − log(measured)`` with the figures ``figures_of(x)``."""
 
@@ -37,7 +54,7 @@ class LogResidual:
         order: dict[tuple[int, ...], list[int]] = {}
         for i, p in enumerate(placements):
             order.setdefault(p, []).append(i)
-        self._groups = [(p, np.array(ii), compute_s[ii], sum(p) > 1) for p, ii in order.items()]
+        self._groups = [(p, np.array(ii), compute_s[ii], sum(p) > 1, _links_read(p)) for p, ii in order.items()]
         self._size = len(placements)
         self._y = log_measured
         self._gradient_bytes = gradient_bytes
@@ -48,12 +65,11 @@ class LogResidual:
     def predict(self, x: np.ndarray) -> np.ndarray:
         """The mean step time (s) of every fit row under ``figures_of(x)``."""
         fig = self._figures_of(x)
-        links = (float(x[0]), float(x[1]), float(x[2]), float(x[3]))
         out = np.empty(self._size)
-        for p, ii, t, shares in self._groups:
+        for p, ii, t, shares, reads in self._groups:
             c = 0.0
             if shares:
-                key = (p, links)
+                key = (p, tuple(float(x[i]) for i in reads))
                 got = self._comm.get(key)
                 if got is None:
                     if len(self._comm) >= CACHE_ENTRIES:

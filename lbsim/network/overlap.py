@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 
 @dataclass(frozen=True)
 class OverlapParams:
@@ -55,6 +57,13 @@ def exposed_comm_s(comm_s: float, compute_s: float, overlap: OverlapParams) -> f
     if not overlap.enabled:
         return comm_s
     return max(overlap.tail_share * comm_s, comm_s - overlap.hide_share * compute_s)
+
+
+def exposed_comm_rows_s(comm_s: np.ndarray, compute_s: np.ndarray, overlap: OverlapParams) -> np.ndarray:
+    """:func:`exposed_comm_s` of each row (the same operations on the same doubles, elementwise)."""
+    if not overlap.enabled:
+        return comm_s
+    return np.maximum(overlap.tail_share * comm_s, comm_s - overlap.hide_share * compute_s)
 
 
 def node_compute_factor(workers_on_node: int, slowdown_per_extra: float) -> float:

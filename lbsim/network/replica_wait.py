@@ -36,7 +36,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from lbsim.network.overlap import OverlapParams
+from lbsim.network.overlap import OverlapParams, exposed_comm_rows_s
 
 GRID = 801
 Z_SPAN = 9.0
@@ -94,11 +94,9 @@ def expected_step_s(compute_s: np.ndarray, comm_s: np.ndarray, dist: MaxDistribu
     """
     t = np.asarray(compute_s, dtype=np.float64)
     c = np.asarray(comm_s, dtype=np.float64)
-    if dist is None:  # exposed_comm_s of each row, elementwise (the same operations on the same doubles)
+    if dist is None:
         m = t * top_factor
-        if not overlap.enabled:
-            return m + c
-        return m + np.maximum(overlap.tail_share * c, c - overlap.hide_share * m)
+        return m + exposed_comm_rows_s(c, m, overlap)
     if not overlap.enabled:
         return t * dist.mean + c
     h, tau = overlap.hide_share, overlap.tail_share
