@@ -32,7 +32,7 @@ from lbsim.contention.sources import (
     window,
 )
 from lbsim.errors import InputError
-from lbsim.rng import stream, streams
+from lbsim.rng import streams
 from lbsim.workers import WorkerSpec, select_workers
 
 JITTER_BLOCK = 128  # jitter draws taken from a worker's generator at a time (one call instead of 128; both engine paths: the fast path draws one block for all workers per 128 rounds)
@@ -177,7 +177,7 @@ def build_contention(scenario: ContentionSource, workers: tuple[WorkerSpec, ...]
         if isinstance(item, MarkovContention):  # stream(seed, "markov", k, "worker", w), made at once
             rngs = dict(zip(chosen, streams(scenario.seed, [("markov", k, "worker", w) for w in chosen]), strict=True))
         for w in chosen:
-            time_src, iter_src = _source(item, k, w, scenario.seed, path, rngs.get(w))
+            time_src, iter_src = _source(item, w, path, rngs.get(w))
             if iter_src is not None:
                 out[w].iterations.append(iter_src)
             if time_src is not None:
@@ -188,13 +188,13 @@ def build_contention(scenario: ContentionSource, workers: tuple[WorkerSpec, ...]
     return out
 
 
-def _source(item: object, k: int, w: int, seed: int, path: str,
-            rng: np.random.Generator | None = None) -> tuple[TimeSource | None, IterationSeries | None]:
+def _source(item: object, w: int, path: str,
+            rng: np.random.Generator | None) -> tuple[TimeSource | None, IterationSeries | None]:
+    """Worker ``w``'s source for contention ``item``; ``rng``: its Markov stream (a Markov item only)."""
     if isinstance(item, ScheduledContention):
         return window(item.start_s, item.end_s, item.slowdown), None
     if isinstance(item, MarkovContention):
-        if rng is None:
-            rng = stream(seed, "markov", k, "worker", w)
+        assert rng is not None, "a Markov source is built with its worker's stream"
         src = MarkovSource(
             rng,
             mean_off_s=item.mean_off_s,
