@@ -269,10 +269,9 @@ class FastWBSP(WBSPBook):
             if s[END] is None:
                 if not final:  # in the update, not ended: its row if the run ends first
                     env.open_row((s[W], s[IT]), partial(cut_row, s))
-                    continue
-                s[END] = now  # still pulling (or the closer's own step): cut here
-                s[COMM] = now - s[START] - 0.0 - s[COMPUTE] - s[WAIT]
-                s[CUT] = True
+                elif record is not None:  # still pulling (or the closer's own step): cut here
+                    record(cut_row(s, now))
+                continue
             if record is not None:  # ended and in this update: its record
                 record(s)
         if rows:
