@@ -15,34 +15,43 @@ neither path asks the gate of a scheme that declares it never holds a worker (``
 
 from __future__ import annotations
 
+import math
 from heapq import heappush
 
 import numpy as np
 
-from lbsim.metrics.records import ITERATION_COLUMNS, RecordLog, columns_from_flat
+from lbsim.metrics.records import ITERATION_COLUMNS, ITERATION_DTYPES, RecordLog, columns_from_flat
 from lbsim.metrics.run_end import cut_row
 from lbsim.schemes.base import as_async
 from lbsim.schemes.gate import Gate
 
 from .env import SimEnv
 from .fast_compute import compute_end_of
-from .fast_loop import EventLoop, Process, RunEnded, Stopped
+from .fast_loop import EventLoop, Process, RunEnded, Stopped, Tie
 from .fast_server import FastServer
 
 _FLUSH_MASK = (1 << 12) - 1  # buffered rows move to the record logs every 4,096 updates (records._CHUNK's reason)
 _VARYING = ITERATION_COLUMNS[:10]  # an iteration row's fields up to ``staleness``; the rest are constant
 _CONSTANT = {"dropped": False, "weight": 1.0, "fetch_s": 0.0, "cut": False}  # an iteration that ran to its end
 assert _VARYING + tuple(_CONSTANT) == ITERATION_COLUMNS
-_UPDATE = ("time_s", "samples")  # an update row's buffered fields
+_UPDATE = ("time_s", "samples")
+# an iteration row as buffered: _VARYING, then the time of its arrival's parent (the release of the
+# server NIC that sent its pull; NaN: not known), which orders rows ending at one instant
+_BUFFERED = (*_VARYING, "parent_s")
+_BUFFERED_DTYPES = {**ITERATION_DTYPES, "parent_s": np.float64}  # an update row's buffered fields
 
 
 def _add_columns(log: RecordLog, flat: list, names: tuple[str, ...], extra: dict) -> None:  # type: ignore[type-arg]
     """Append the rows in ``flat`` (the fields ``names`` of each row, laid end to end) to ``log`` as
     columns, with the columns ``extra`` (name -> a constant, or an array of one value per row), in
     the log's column order."""
+    _add_block(log, columns_from_flat(flat, names, log.kind.DTYPES), len(flat) // len(names), extra)
+
+
+def _add_block(log: RecordLog, cols: dict[str, np.ndarray], n: int, extra: dict) -> None:  # type: ignore[type-arg]
+    """Append ``n`` rows given as columns ``cols`` to ``log``, with the columns ``extra`` (name -> a
+    constant, or an array of one value per row), in the log's column order."""
     dtypes = log.kind.DTYPES
-    cols = columns_from_flat(flat, names, dtypes)
-    n = len(flat) // len(names)
     block = {}
     for c in log.kind.COLUMNS:
         if c in extra:
@@ -71,6 +80,9 @@ class FastAsync:
         self.update_rows: list[float | int] = []
         self.rows: list[float | int] = []
         self.cut_rows: list[tuple] = []  # type: ignore[type-arg]
+        # a pull in closed form is merged with the next compute (no event at its arrival) when the
+        # next start asks nothing that could change before the arrival: a fixed batch, no numerics
+        self.merging = bool(getattr(self.scheme, "fixed_batch", False)) and env.numerics is None
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -79,14 +91,23 @@ class FastAsync:
         self.loop.run(processes)
         env._now = self.loop.now
         env.samples_applied = self.samples_applied
-        self._flush()
+        self._flush(self.loop.now, final=True)
         self.loop.end(processes)
         self._flush()
         env.stopped = True
 
-    def _flush(self) -> None:
-        """Move the buffered update and iteration rows to the run's record logs (in order: the rows
-        the end cuts come after every other)."""
+    def _flush(self, until_s: float = math.inf, final: bool = False) -> None:
+        """Move the buffered update and iteration rows to the run's record logs, in order.
+
+        Iteration rows go in the order of their ends (``end_s``), the order of the pull arrivals
+        the event path records them at: a row whose pull was merged with the next compute
+        (:meth:`worker`) is buffered when its pull starts, before rows that end earlier. Those
+        that end before ``until_s`` (the loop's clock: every later row ends after it) move; the
+        rest wait. Two rows ending at one instant are a :class:`Tie` (their order is the order of
+        two events at one time). ``final``: the run ended at ``until_s``; rows ending after it are
+        pulls the end cuts, dropped here (each worker records its cut row), and one ending at it
+        is a tie (the end and the arrival at one instant). The rows the end cuts come after every
+        other."""
         env, updates, rows = self.env, self.update_rows, self.rows
         if updates:
             first = len(env.updates)
@@ -94,8 +115,30 @@ class FastAsync:
             _add_columns(env.updates, updates, _UPDATE, {"update": numbers, "gradients": 1})
             updates.clear()
         if rows:
-            _add_columns(env.iterations, rows, _VARYING, _CONSTANT)
+            cols = columns_from_flat(rows, _BUFFERED, _BUFFERED_DTYPES)
             rows.clear()
+            n = len(cols["end_s"])
+            if self.merging:
+                end, parent = cols["end_s"], cols["parent_s"]
+                order = np.lexsort((parent, end))  # by end, then by the parent of the arrival
+                end, parent = end[order], parent[order]
+                same = end[1:] == end[:-1]
+                if same.any():  # rows ending at one instant: merged ones go by their parents
+                    a, b = parent[:-1][same], parent[1:][same]
+                    # NaN: a row recorded at its arrival, in the loop's order (kept by the stable sort)
+                    known_a, known_b = a == a, b == b
+                    if ((known_a != known_b) | (known_a & known_b & ~(b > a))).any():
+                        raise Tie("two iterations end at one instant: the order of their arrivals is not certain")
+                done = int(np.searchsorted(end, until_s, side="left"))
+                if final and done < n and end[done] == until_s:
+                    raise Tie(f"an iteration ends at the run's end ({until_s!r} s)")
+                if not final and done < n:  # ending after the clock: they wait for the next flush
+                    waiting = order[done:]
+                    rows.extend(np.stack([cols[c][waiting].astype(np.float64) for c in _BUFFERED], axis=1).ravel().tolist())
+                cols = {c: v[order[:done]] for c, v in cols.items()}
+                n = done
+            if n:
+                _add_block(env.iterations, cols, n, _CONSTANT)
         if self.cut_rows:
             env.iterations.extend_rows(self.cut_rows)
             self.cut_rows.clear()
@@ -122,17 +165,19 @@ class FastAsync:
         pulled_version = 0
         read = numerics.weights() if numerics is not None else None
         it = 0
-        # the open iteration's row, should the run end before it does (gradient applied, not ended)
-        is_open = False
         fixed = bool(getattr(self.scheme, "fixed_batch", False))  # batch(w) is the same at every iteration
+        merging, nan = self.merging, math.nan
+        merged = False  # the current iteration started at a merged pull's arrival
+        # the open iteration (gradient applied, not ended), should the run end before it ends: open,
+        # its pull's start (-1: not started) and, merged, its arrival, start and compute time
+        is_open = False
+        pull_start, pull_end, open_start, open_compute_s = -1.0, math.inf, 0.0, 0.0
         update = staleness = 0
         batch = batch_of(w) if fixed else 0
         start = compute_end = comm = 0.0
-        pull_start = -1.0
         try:
-            now = yield 0.0  # primed; then sent the start time
+            now = start = yield 0.0  # primed; then sent the start time
             while True:
-                start = now
                 if not fixed:
                     batch = batch_of(w)
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
@@ -141,7 +186,16 @@ class FastAsync:
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t
                 else:
-                    if t == now:
+                    if merged:  # the compute's parent is the pull's arrival, not an event of the loop's
+                        if t == start:
+                            raise Tie(f"a compute of no length at {t!r} s after a merged pull")
+                        if t in slot:
+                            loop.collide(t, start, me)
+                        else:
+                            slot[t] = me
+                            heappush(times, t)
+                            parent_of[w] = start
+                    elif t == now:
                         fifo.append(w)
                     elif t in slot:
                         loop.collide(t, now, me_kept)
@@ -194,7 +248,7 @@ class FastAsync:
                 add_update((now, batch))
                 made = self.updates = update + 1
                 applied = self.samples_applied = self.samples_applied + batch
-                is_open, pull_start = True, -1.0
+                is_open, pull_start, pull_end = True, -1.0, math.inf
                 if progress is not None:
                     progress(fraction(made, applied, now))
                 if numerics is not None:
@@ -210,7 +264,7 @@ class FastAsync:
                              staleness, False, 1.0, 0.0, True))
                     raise Stopped(now)
                 if not made & _FLUSH_MASK:
-                    flush()
+                    flush(now)
                 if gated and not (decided and gate.go) and not admit(w):
                     now = yield now  # held: a later push releases it
                 pull_start = now
@@ -229,6 +283,15 @@ class FastAsync:
                     t = released + ((left if left > 0.0 else 0.0) + latency_s)
                     if t == released:
                         now = yield from hold_end(w, released, granted, now)
+                    elif merging:  # merged with the next compute: the row now (ordered by its end), no event
+                        compute_s = compute_end - start
+                        spent = comm + (t - pull_start)
+                        add_row((w, it, update, start, compute_s, spent, t - start - compute_s - spent, t, batch,
+                                 staleness, released))
+                        pull_end, open_start, open_compute_s = t, start, compute_s
+                        it += 1
+                        start, merged = t, True
+                        continue
                     elif not fifo and times[0] > t:
                         now = t
                     else:
@@ -242,12 +305,18 @@ class FastAsync:
                 comm += now - pull_start
                 is_open = False
                 compute_s = compute_end - start
-                add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch, staleness))
+                add_row((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch, staleness,
+                         nan))
                 it += 1
+                start, merged = now, False
         except RunEnded as end:
-            if is_open:  # applied, not ended: recorded up to the end, cut
-                t = end.time_s
+            t = end.time_s
+            if is_open and t < pull_end:  # applied, not ended: recorded up to the end, cut
+                if pull_end < math.inf:  # a merged pull in flight: the iteration before the current one
+                    it, start, compute_s = it - 1, open_start, open_compute_s
+                else:
+                    compute_s = compute_end - start
                 add_cut(cut_row(worker=w, iteration=it, update=update, start_s=start, end_s=t,
-                                         compute_s=compute_end - start, fetch_s=0.0,
-                                         comm_s=comm + (t - pull_start if pull_start >= 0 else 0.0),
-                                         batch=batch, staleness=staleness, weight=1.0))
+                                compute_s=compute_s, fetch_s=0.0,
+                                comm_s=comm + (t - pull_start if pull_start >= 0 else 0.0),
+                                batch=batch, staleness=staleness, weight=1.0))
