@@ -2,8 +2,17 @@
 
 Each worker is a plain generator run by :class:`lbsim.simulator.fast_loop.EventLoop`, with the
 server's queues in closed form (:class:`lbsim.simulator.fast_server.FastServer`): an iteration is
-four events — compute end, push arrival, apply end, pull arrival — where the event path has nine
-to eleven. The push and pull of a worker alone on its node, the common case, are
+three events — compute end, push arrival, apply end — where the event path has nine to eleven.
+
+**The pull merged with the next compute.** A pull's arrival does nothing another worker can see:
+it records the iteration's row and starts the next compute, whose end depends on the worker's own
+contention only. With a fixed batch and no numerics the next start asks nothing that could change
+before the arrival, so a pull in closed form is no event: at its start the worker records the row
+(ending at the arrival ``a``) and schedules the next compute's end, whose parent is ``a``. Rows are
+buffered with their arrival's parent (the server NIC's release) and move to the record log in the
+order of (end, parent) — SimPy's order of the arrivals — once they end before the loop's clock.
+Two rows at one instant whose order that does not tell, a row ending at the run's end, and a
+compute of no length after a merged pull are :class:`lbsim.simulator.fast_loop.Tie`. The push and pull of a worker alone on its node, the common case, are
 ``FastServer.push`` / ``pull`` written out (they are a tenth of the run's work); the two agree
 (both are held to the event path's records by tests/test_fast_ps.py). Every time is computed by
 the event path's expressions (an iteration's compute end by its one-call form,
