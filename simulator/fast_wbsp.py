@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from functools import partial
-from heapq import heappop, heappush
+from heapq import heappush
 from operator import itemgetter
 from typing import Any
 
@@ -30,7 +30,7 @@ from lbsim.schemes.wbsp_rounds import Rounds
 
 from .env import SimEnv
 from .fast_compute import IterationEnd, compute_end_of
-from .fast_loop import EventLoop, Process, RunEnded, Stopped, Tie
+from .fast_loop import EventLoop, Process, RunEnded, Stopped
 from .fast_server import FastServer
 from .wbsp import Step, WBSPBook
 
@@ -66,9 +66,6 @@ class FastWBSP(WBSPBook):
         # the designated slowest (WBSPScheme.slowest): asked again after each round's close; the
         # scheme's on_upload is asked of its uploads only (any other's leaves everything as it is)
         self.lead = [self.scheme.slowest()]
-        # base variant without numerics: steps whose pull was merged with the next compute (no event
-        # at its arrival), to end in _settle: a heap of (arrival, its parent, worker, step, comm_s, step time)
-        self.pending: list[tuple[float, float, int, FlatStep, float, float]] = []
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -79,8 +76,6 @@ class FastWBSP(WBSPBook):
             processes = [self._worker(w) for w in range(n)]
         self.loop.run(processes)
         env._now = self.loop.now
-        if self.pending:
-            self._settle(self.loop.now, final=True)
         self.loop.end(processes)
         env.finish()  # at the budget: the steps the end cuts (after the final update: nothing left)
 
@@ -131,29 +126,19 @@ class FastWBSP(WBSPBook):
         nic_in, nic_out, applier, apply_lane = server.nic_in, server.nic_out, server.applier, server.apply_lane
         hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
         own_fixed, node_in, own_link = server.own_fixed[w], server.node_lane[w], server.own_link[w]
-        pending, settle = self.pending, self._settle
-        merged = False  # the current step started at a merged pull's arrival (its compute's parent)
         base_version = 0
         it = 0
         try:
-            now = start = yield 0.0  # primed; then sent the start time
+            now = yield 0.0  # primed; then sent the start time
             while True:
+                start = now
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
                 compute_end = end_of(start, batch, it)
                 t = start + (compute_end - start)
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t
                 else:
-                    if merged:  # the compute's parent is the pull's arrival, not an event of the loop's
-                        if t == start:
-                            raise Tie(f"a compute of no length at {t!r} s after a merged pull")
-                        if t in slot:
-                            collide(t, start, me)
-                        else:
-                            slot[t] = me
-                            heappush(times, t)
-                            parent_of[w] = start
-                    elif t == now:
+                    if t == now:
                         fifo.append(w)
                     elif t in slot:
                         collide(t, now, me_kept)
@@ -209,8 +194,6 @@ class FastWBSP(WBSPBook):
                     rounds.open.append(f_s)
                     if w == lead[0]:  # only the designated slowest's upload can close the round (WBSPScheme.slowest)
                         env._now = now
-                        if pending and pending[0][0] <= now:  # merged pulls that arrived before now: those steps end first
-                            settle(now)
                         if on_upload(w, 1, now):
                             close_flat()
                             lead[0] = slowest()
@@ -240,14 +223,6 @@ class FastWBSP(WBSPBook):
                         t = released + ((left if left > 0.0 else 0.0) + latency_s)
                         if t == released:
                             now = yield from hold_end(w, released, granted, now)
-                        elif numerics is None:  # merged with the next compute (no event at the arrival): the step ends in settle
-                            comm_s += t - busy_since
-                            base_version = version
-                            heappush(pending, (t, released, w, f_s, t - start - 0.0 - compute_s - wait_s,
-                                               0.0 + compute_s + comm_s + wait_s))
-                            it += 1
-                            start, merged = t, True
-                            continue
                         elif not fifo and times[0] > t:
                             now = t
                         else:
@@ -267,8 +242,6 @@ class FastWBSP(WBSPBook):
                         s.busy_since = None
                         adopt(w, version)
                 if numerics is None:  # WBSPBook._end_step, written out (the same step time: fetch_s = 0.0)
-                    if pending and pending[0][0] <= now:  # merged pulls that arrived before now: those steps end first
-                        settle(now)
                     f_s[END] = now
                     f_s[COMM] = now - start - 0.0 - compute_s - wait_s  # the record's remainder (fetch_s = 0.0)
                     observe(w, 0.0 + compute_s + comm_s + wait_s)
@@ -277,36 +250,8 @@ class FastWBSP(WBSPBook):
                 else:
                     end_step(s)
                 it += 1
-                start, merged = now, False
         except RunEnded:
             return  # the steps the end cuts are the environment's open rows (SimEnv.finish)
-
-    def _settle(self, until_s: float, final: bool = False) -> None:
-        """End the steps whose merged pulls arrived before ``until_s`` (the loop's clock), in the order
-        of their arrivals (by time, then by parent: the server NIC's release; ``pending`` is a heap
-        in that order), as :meth:`_worker`'s step end does at the arrival (the same values,
-        computed at the pull's start): the record's end and remainder, the scheme's
-        ``observe_step``, the record if its round has closed. Called before anything reads them:
-        a round's close (the estimates, the steps' ends), another step's end (its worker's
-        estimate, the records' order), the run's end (``final``: the rest never end). An arrival
-        at ``until_s``, or two at one instant with one parent, is a :class:`Tie`."""
-        pending = self.pending
-        observe, emit = self._observe_step, self._emit_flat
-        last = (-1.0, -1.0)
-        while pending and pending[0][0] < until_s:
-            t, parent, w, f_s, comm_s, step_s = heappop(pending)
-            if t == last[0] and parent == last[1]:
-                raise Tie(f"two merged pulls arrive at {t!r} s with parents at one instant")
-            last = (t, parent)
-            f_s[END] = t
-            f_s[COMM] = comm_s
-            observe(w, step_s)
-            if f_s[UPDATE] >= 0:  # its round has closed
-                emit(f_s)
-        if pending and pending[0][0] == until_s:
-            raise Tie(f"a merged pull arrives at {until_s!r} s, an event's instant")
-        if final:
-            pending.clear()
 
     # -- flat steps: WBSPBook's round close and records, for lists -------------------------------
     def _close_flat(self) -> None:
