@@ -5,8 +5,8 @@ worker as a SimPy process; each push, apply and pull is a handful of SimPy event
 object, callbacks, a generator resume through ``yield from``): nine to eleven per iteration. The
 fast path enacts the same model on an event loop of its own (:mod:`lbsim.simulator.fast_loop`:
 plain generators, a heap of distinct times, a FIFO for zero-delay events, no event objects) with
-the server's queues in closed form (:mod:`lbsim.simulator.fast_server`) and a pull in closed form
-merged with the next compute (three events per iteration), and produces **exactly** the records, updates, scheme calls, numerics calls and
+the server's queues in closed form (:mod:`lbsim.simulator.fast_server`: four events per
+iteration, three where an asynchronous scheme's pull is merged with the next compute), and produces **exactly** the records, updates, scheme calls, numerics calls and
 progress readings of the event path: a test runs both on random scenarios and compares every
 field. :func:`lbsim.simulator.run.simulate` takes it when it applies;
 ``simulate(scenario, fast=False)`` forces the event path. Where SimPy's order of two events at one

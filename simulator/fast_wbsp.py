@@ -10,9 +10,7 @@ keeps each local step as a flat list (the fields of :class:`lbsim.simulator.wbsp
 per step) and closes its rounds with :meth:`FastWBSP._close_flat`, the book's round close and
 records for such lists (the same expressions, the same order); it asks the scheme's ``on_upload``
 of the designated slowest worker's uploads only (:meth:`lbsim.schemes.base.WBSPScheme.slowest`:
-another worker's upload closes nothing and changes nothing), and merges a pull in closed form with
-the next compute (no event at its arrival; the step's end waits in a heap until something reads
-it: :meth:`FastWBSP._settle`, as :mod:`lbsim.simulator.fast_async` merges its pulls). Every time is computed by the event
+another worker's upload closes nothing and changes nothing). Every time is computed by the event
 path's expressions (:func:`lbsim.simulator.compute.iteration_end_s` in its one-call form
 :func:`lbsim.simulator.fast_compute.compute_end_of`, the server's rules).
 """
