@@ -10,7 +10,12 @@ keeps each local step as a flat list (the fields of :class:`lbsim.simulator.wbsp
 per step) and closes its rounds with :meth:`FastWBSP._close_flat`, the book's round close and
 records for such lists (the same expressions, the same order); it asks the scheme's ``on_upload``
 of the designated slowest worker's uploads only (:meth:`lbsim.schemes.base.WBSPScheme.slowest`:
-another worker's upload closes nothing and changes nothing). Every time is computed by the event
+another worker's upload closes nothing and changes nothing). It also merges a pulled step's pull in
+closed form with the next compute, as :mod:`lbsim.simulator.fast_async` does: the arrival is no
+event; the step's end (its record's end and remainder, the scheme's ``observe_step``) is made at
+the worker's next apply, or earlier by :meth:`FastWBSP._settle` when a round's close reads the
+estimates and which steps have ended; a step whose round closed during its pull has its record
+written at its arrival's place among the records (``awaiting``, in the arrivals' order). Every time is computed by the event
 path's expressions (:func:`lbsim.simulator.compute.iteration_end_s` in its one-call form
 :func:`lbsim.simulator.fast_compute.compute_end_of`, the server's rules).
 """
@@ -28,7 +33,7 @@ from lbsim.schemes.wbsp_rounds import Rounds
 
 from .env import SimEnv
 from .fast_compute import IterationEnd, compute_end_of
-from .fast_loop import EventLoop, Process, RunEnded, Stopped
+from .fast_loop import EventLoop, Process, RunEnded, Stopped, Tie
 from .fast_server import FastServer
 from .wbsp import Step, WBSPBook
 
@@ -40,6 +45,7 @@ W, IT, UPDATE, START, COMPUTE, COMM, WAIT, END, BATCH, STALE, DROPPED, WEIGHT, F
 assert ITERATION_COLUMNS == ("worker", "iteration", "update", "start_s", "compute_s", "comm_s", "wait_s", "end_s",
                              "batch", "staleness", "dropped", "weight", "fetch_s", "cut")
 FlatStep = list[Any]
+_ARRIVAL = itemgetter(0, 1)  # a merged pull's arrival and its parent: SimPy's order of the arrivals
 
 
 class FastWBSP(WBSPBook):
@@ -64,6 +70,12 @@ class FastWBSP(WBSPBook):
         # the designated slowest (WBSPScheme.slowest): asked again after each round's close; the
         # scheme's on_upload is asked of its uploads only (any other's leaves everything as it is)
         self.lead = [self.scheme.slowest()]
+        # base variant without numerics, a pull in closed form merged with the next compute (no event
+        # at its arrival): each worker's step whose pull arrived (or arrives) so, not yet ended here,
+        # as (arrival, its parent, step, comm_s, step time); and the merged steps whose round closed
+        # during their pull, whose records wait for their arrival, as (arrival, parent, step)
+        self.arrival: list[tuple[float, float, FlatStep, float, float] | None] = [None] * n
+        self.awaiting: list[tuple[float, float, FlatStep]] = []
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -74,6 +86,7 @@ class FastWBSP(WBSPBook):
             processes = [self._worker(w) for w in range(n)]
         self.loop.run(processes)
         env._now = self.loop.now
+        self._settle(self.loop.now, final=True)
         self.loop.end(processes)
         env.finish()  # at the budget: the steps the end cuts (after the final update: nothing left)
 
@@ -124,19 +137,29 @@ class FastWBSP(WBSPBook):
         nic_in, nic_out, applier, apply_lane = server.nic_in, server.nic_out, server.applier, server.apply_lane
         hold_s, apply_s, latency_s = timing.hold_s, timing.apply_each_s, timing.latency_s
         own_fixed, node_in, own_link = server.own_fixed[w], server.node_lane[w], server.own_link[w]
+        arrival, settle, awaiting = self.arrival, self._settle, self.awaiting
+        merged = False  # the current step started at a merged pull's arrival (its compute's parent)
         base_version = 0
         it = 0
         try:
-            now = yield 0.0  # primed; then sent the start time
+            now = start = yield 0.0  # primed; then sent the start time
             while True:
-                start = now
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
                 compute_end = end_of(start, batch, it)
                 t = start + (compute_end - start)
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t
                 else:
-                    if t == now:
+                    if merged:  # the compute's parent is the pull's arrival, not an event of the loop's
+                        if t == start:
+                            raise Tie(f"a compute of no length at {t!r} s after a merged pull")
+                        if t in slot:
+                            collide(t, start, me)
+                        else:
+                            slot[t] = me
+                            heappush(times, t)
+                            parent_of[w] = start
+                    elif t == now:
                         fifo.append(w)
                     elif t in slot:
                         collide(t, now, me_kept)
@@ -187,11 +210,19 @@ class FastWBSP(WBSPBook):
                             parent_of[w] = granted
                         now = yield now
                 if numerics is None:  # WBSPBook._step and _applied for one step without numerics, written out: a flat step
+                    a = arrival[w]
+                    if a is not None:  # the previous step's merged pull arrived: it has ended (before this step's estimate)
+                        arrival[w] = None
+                        f_s = a[2]
+                        if f_s[END] is None:
+                            f_s[END], f_s[COMM] = a[0], a[3]
+                            observe(w, a[4])
                     compute_s, comm_s, wait_s = compute_end - start, pushed - compute_end, now - pushed
                     f_s: FlatStep = [w, it, -1, start, compute_s, 0.0, wait_s, None, batch, base_version, False, 0.0, 0.0, False]
                     rounds.open.append(f_s)
                     if w == lead[0]:  # only the designated slowest's upload can close the round (WBSPScheme.slowest)
                         env._now = now
+                        settle(now)  # the merged pulls that arrived before now: their steps' ends
                         if on_upload(w, 1, now):
                             close_flat()
                             lead[0] = slowest()
@@ -221,6 +252,16 @@ class FastWBSP(WBSPBook):
                         t = released + ((left if left > 0.0 else 0.0) + latency_s)
                         if t == released:
                             now = yield from hold_end(w, released, granted, now)
+                        elif numerics is None:  # merged with the next compute (no event at the arrival)
+                            comm_s += t - busy_since
+                            base_version = version
+                            arrival[w] = (t, released, f_s, t - start - 0.0 - compute_s - wait_s,
+                                          0.0 + compute_s + comm_s + wait_s)
+                            if f_s[UPDATE] >= 0:  # its round has closed (this upload closed it): its record at its arrival
+                                awaiting.append((t, released, f_s))
+                            it += 1
+                            start, merged = t, True
+                            continue
                         elif not fifo and times[0] > t:
                             now = t
                         else:
@@ -234,6 +275,8 @@ class FastWBSP(WBSPBook):
                     base_version = version
                     if numerics is None:
                         comm_s += now - busy_since
+                        if awaiting:  # the records of merged steps that arrived before now go first
+                            settle(now, records_only=True)
                     else:
                         env._now = now
                         s.comm_s += now - busy_since
@@ -248,8 +291,50 @@ class FastWBSP(WBSPBook):
                 else:
                     end_step(s)
                 it += 1
+                start, merged = now, False
         except RunEnded:
             return  # the steps the end cuts are the environment's open rows (SimEnv.finish)
+
+    def _settle(self, now: float, final: bool = False, records_only: bool = False) -> None:
+        """The ends of the steps whose merged pulls arrived before ``now``, as :meth:`_worker`'s step
+        end makes them at the arrival (the same values, computed at the pull's start): the record's
+        end and remainder and the scheme's ``observe_step`` (every worker's, before a round's close
+        reads the estimates and which steps have ended), and the records of those whose round closed
+        during the pull (``awaiting``), in the order of the arrivals (time, then parent: the server
+        NIC's release). ``records_only``: those records alone (before another step's record).
+        ``final``: the run ended at ``now``; the pulls still in flight never end. An arrival at
+        ``now``, or two at one instant with one parent, is a :class:`Tie`."""
+        arrival, observe = self.arrival, self._observe_step
+        if not records_only:
+            for w, a in enumerate(arrival):
+                if a is not None and a[0] <= now:
+                    if a[0] == now:
+                        raise Tie(f"a merged pull arrives at {now!r} s, an event's instant")
+                    arrival[w] = None
+                    f_s = a[2]
+                    if f_s[END] is None:
+                        f_s[END], f_s[COMM] = a[0], a[3]
+                        observe(w, a[4])
+        awaiting = self.awaiting
+        if awaiting:
+            due = [e for e in awaiting if e[0] <= now]
+            if due:
+                due.sort(key=_ARRIVAL)
+                for k, (t, parent, f_s) in enumerate(due):
+                    if t == now or (k and t == due[k - 1][0] and parent == due[k - 1][1]):
+                        raise Tie(f"a merged pull's arrival at {t!r} s: its order is not certain")
+                    if f_s[END] is None:  # its worker has not reached its next apply: it ends here
+                        w = f_s[W]
+                        a = arrival[w]
+                        assert a is not None and a[2] is f_s
+                        arrival[w] = None
+                        f_s[END], f_s[COMM] = a[0], a[3]
+                        observe(w, a[4])
+                    self._emit_flat(f_s)
+                awaiting[:] = [e for e in awaiting if e[0] > now]
+        if final:
+            self.arrival = [None] * len(arrival)
+            awaiting.clear()
 
     # -- flat steps: WBSPBook's round close and records, for lists -------------------------------
     def _close_flat(self) -> None:
@@ -261,7 +346,7 @@ class FastWBSP(WBSPBook):
         final = not env.may_update()
         rows: list[Any] = []  # the round's ended steps' records (fields end to end), added at once
         record = None if env.stopped else rows.extend  # SimEnv.record_row's rule
-        cut_row = self._cut_flat
+        cut_row, arrival, awaiting = self._cut_flat, self.arrival, self.awaiting
         for s in steps:  # a step joins one round: none was registered as an open row before
             s[UPDATE] = update
             s[STALE] = update - s[STALE]  # the base version until now
@@ -269,6 +354,9 @@ class FastWBSP(WBSPBook):
             if s[END] is None:
                 if not final:  # in the update, not ended: its row if the run ends first
                     env.open_row((s[W], s[IT]), partial(cut_row, s))
+                    a = arrival[s[W]]
+                    if a is not None and a[2] is s:  # a merged pull in flight: its record at its arrival
+                        awaiting.append((a[0], a[1], s))
                 elif record is not None:  # still pulling (or the closer's own step): cut here
                     record(cut_row(s, now))
                 continue
