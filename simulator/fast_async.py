@@ -112,8 +112,10 @@ class FastAsync:
         the event path records them at: a row whose pull was merged with the next compute
         (:meth:`worker`) is buffered when its pull starts, before rows that end earlier. Those
         that end before ``until_s`` (the loop's clock: every later row ends after it) move; the
-        rest wait. Two rows ending at one instant are a :class:`Tie` (their order is the order of
-        two events at one time). ``final``: the run ended at ``until_s``; rows ending after it are
+        rest wait. Rows ending at one instant go by their arrivals' parents (SimPy's order of two
+        events at one time); where that does not tell (equal parents, or a merged row beside one
+        recorded at its event, whose parent is not kept) it is a :class:`Tie`. ``final``: the run
+        ended at ``until_s``; rows ending after it are
         pulls the end cuts, dropped here (each worker records its cut row), and one ending at it
         is a tie (the end and the arrival at one instant). The rows the end cuts come after every
         other."""
