@@ -213,9 +213,9 @@ class FastWBSP(WBSPBook):
                     a = arrival[w]
                     if a is not None:  # the previous step's merged pull arrived: it has ended (before this step's estimate)
                         arrival[w] = None
-                        f_s = a[2]
-                        if f_s[END] is None:
-                            f_s[END], f_s[COMM] = a[0], a[3]
+                        ended = a[2]
+                        if ended[END] is None:
+                            ended[END], ended[COMM] = a[0], a[3]
                             observe(w, a[4])
                     compute_s, comm_s, wait_s = compute_end - start, pushed - compute_end, now - pushed
                     f_s: FlatStep = [w, it, -1, start, compute_s, 0.0, wait_s, None, batch, base_version, False, 0.0, 0.0, False]
