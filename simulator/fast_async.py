@@ -177,7 +177,7 @@ class FastAsync:
         read = numerics.weights() if numerics is not None else None
         it = 0
         fixed = bool(getattr(self.scheme, "fixed_batch", False))  # batch(w) is the same at every iteration
-        merging, nan = self.merging, math.nan
+        merging, nan, inf, flush_mask = self.merging, math.nan, math.inf, _FLUSH_MASK
         merged = False  # the current iteration started at a merged pull's arrival
         # the open iteration (gradient applied, not ended), should the run end before it ends: open,
         # its pull's start (-1: not started) and, merged, its arrival, start and compute time
@@ -259,7 +259,7 @@ class FastAsync:
                 add_update((now, batch))
                 made = self.updates = update + 1
                 applied = self.samples_applied = self.samples_applied + batch
-                is_open, pull_start, pull_end = True, -1.0, math.inf
+                is_open, pull_start, pull_end = True, -1.0, inf
                 if progress is not None:
                     progress(fraction(made, applied, now))
                 if numerics is not None:
@@ -274,7 +274,7 @@ class FastAsync:
                     add_cut((w, it, update, start, compute_s, comm, now - start - compute_s - comm, now, batch,
                              staleness, False, 1.0, 0.0, True))
                     raise Stopped(now)
-                if not made & _FLUSH_MASK:
+                if not made & flush_mask:
                     flush(now)
                 if gated and not (decided and gate.go) and not admit(w):
                     now = yield now  # held: a later push releases it
