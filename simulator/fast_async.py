@@ -197,23 +197,18 @@ class FastAsync:
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t
                 else:
-                    if merged:  # the compute's parent is the pull's arrival, not an event of the loop's
-                        if t == start:
+                    # after a merged pull the compute's parent is the arrival, not an event of the loop's
+                    code, parent = (me, start) if merged else (me_kept, now)
+                    if t == parent:  # a compute of no length: a zero-delay event (after a merged pull: a tie)
+                        if merged:
                             raise Tie(f"a compute of no length at {t!r} s after a merged pull")
-                        if t in slot:
-                            loop.collide(t, start, me)
-                        else:
-                            slot[t] = me
-                            heappush(times, t)
-                            parent_of[w] = start
-                    elif t == now:
                         fifo.append(w)
                     elif t in slot:
-                        loop.collide(t, now, me_kept)
+                        loop.collide(t, parent, code)
                     else:
-                        slot[t] = me_kept
+                        slot[t] = code
                         heappush(times, t)
-                        parent_of[w] = now
+                        parent_of[w] = parent
                     now = yield now
                 # push: FastServer.push, written out for a worker alone on its node (a shared node's NIC: the server's)
                 if node_in >= 0:

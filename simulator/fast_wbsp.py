@@ -150,23 +150,18 @@ class FastWBSP(WBSPBook):
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t
                 else:
-                    if merged:  # the compute's parent is the pull's arrival, not an event of the loop's
-                        if t == start:
+                    # after a merged pull the compute's parent is the arrival, not an event of the loop's
+                    code, parent = (me, start) if merged else (me_kept, now)
+                    if t == parent:  # a compute of no length: a zero-delay event (after a merged pull: a tie)
+                        if merged:
                             raise Tie(f"a compute of no length at {t!r} s after a merged pull")
-                        if t in slot:
-                            collide(t, start, me)
-                        else:
-                            slot[t] = me
-                            heappush(times, t)
-                            parent_of[w] = start
-                    elif t == now:
                         fifo.append(w)
                     elif t in slot:
-                        collide(t, now, me_kept)
+                        collide(t, parent, code)
                     else:
-                        slot[t] = me_kept
+                        slot[t] = code
                         heappush(times, t)
-                        parent_of[w] = now
+                        parent_of[w] = parent
                     now = yield now
                 if numerics is not None:
                     s = step(w, it, start, start, compute_end, batch, base_version, samples)
