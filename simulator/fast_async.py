@@ -12,7 +12,9 @@ before the arrival, so a pull in closed form is no event: at its start the worke
 buffered with their arrival's parent (the server NIC's release) and move to the record log in the
 order of (end, parent) — SimPy's order of the arrivals — once they end before the loop's clock.
 Two rows at one instant whose order that does not tell, a row ending at the run's end, and a
-compute of no length after a merged pull are :class:`lbsim.simulator.fast_loop.Tie`. The push and pull of a worker alone on its node, the common case, are
+compute of no length after a merged pull are :class:`lbsim.simulator.fast_loop.Tie`.
+
+The push and pull of a worker alone on its node, the common case, are
 ``FastServer.push`` / ``pull`` written out (they are a tenth of the run's work); the two agree
 (both are held to the event path's records by tests/test_fast_ps.py). Every time is computed by
 the event path's expressions (an iteration's compute end by its one-call form,
@@ -43,11 +45,11 @@ _FLUSH_MASK = (1 << 12) - 1  # buffered rows move to the record logs every 4,096
 _VARYING = ITERATION_COLUMNS[:10]  # an iteration row's fields up to ``staleness``; the rest are constant
 _CONSTANT = {"dropped": False, "weight": 1.0, "fetch_s": 0.0, "cut": False}  # an iteration that ran to its end
 assert _VARYING + tuple(_CONSTANT) == ITERATION_COLUMNS
-_UPDATE = ("time_s", "samples")
+_UPDATE = ("time_s", "samples")  # an update row's buffered fields
 # an iteration row as buffered: _VARYING, then the time of its arrival's parent (the release of the
 # server NIC that sent its pull; NaN: not known), which orders rows ending at one instant
 _BUFFERED = (*_VARYING, "parent_s")
-_BUFFERED_DTYPES = {**ITERATION_DTYPES, "parent_s": np.float64}  # an update row's buffered fields
+_BUFFERED_DTYPES = {**ITERATION_DTYPES, "parent_s": np.float64}
 
 
 def _add_columns(log: RecordLog, flat: list, names: tuple[str, ...], extra: dict) -> None:  # type: ignore[type-arg]
@@ -115,10 +117,9 @@ class FastAsync:
         rest wait. Rows ending at one instant go by their arrivals' parents (SimPy's order of two
         events at one time); where that does not tell (equal parents, or a merged row beside one
         recorded at its event, whose parent is not kept) it is a :class:`Tie`. ``final``: the run
-        ended at ``until_s``; rows ending after it are
-        pulls the end cuts, dropped here (each worker records its cut row), and one ending at it
-        is a tie (the end and the arrival at one instant). The rows the end cuts come after every
-        other."""
+        ended at ``until_s``; rows ending after it are pulls the end cuts, dropped here (each
+        worker records its cut row), and one ending at it is a tie (the end and the arrival at one
+        instant). The rows the end cuts come after every other."""
         env, updates, rows = self.env, self.update_rows, self.rows
         if updates:
             first = len(env.updates)

@@ -15,9 +15,9 @@ closed form with the next compute, as :mod:`lbsim.simulator.fast_async` does: th
 event; the step's end (its record's end and remainder, the scheme's ``observe_step``) is made at
 the worker's next apply, or earlier by :meth:`FastWBSP._settle` when a round's close reads the
 estimates and which steps have ended; a step whose round closed during its pull has its record
-written at its arrival's place among the records (``awaiting``, in the arrivals' order). Every time is computed by the event
-path's expressions (:func:`lbsim.simulator.compute.iteration_end_s` in its one-call form
-:func:`lbsim.simulator.fast_compute.compute_end_of`, the server's rules).
+written at its arrival's place among the records (``awaiting``, in the arrivals' order). Every
+time is computed by the event path's expressions (:func:`lbsim.simulator.compute.iteration_end_s`
+in its one-call form :func:`lbsim.simulator.fast_compute.compute_end_of`, the server's rules).
 """
 
 from __future__ import annotations
@@ -328,7 +328,7 @@ class FastWBSP(WBSPBook):
                     self._emit_flat(f_s)
                 awaiting[:] = [e for e in awaiting if e[0] > now]
         if final:
-            self.arrival = [None] * len(arrival)
+            arrival[:] = [None] * len(arrival)
             awaiting.clear()
 
     # -- flat steps: WBSPBook's round close and records, for lists -------------------------------
