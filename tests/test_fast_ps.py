@@ -653,3 +653,35 @@ def test_record_log_refuses_an_integer_a_float64_does_not_hold() -> None:
     log.add((2**53, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 1, 0, False, 1.0, 0.0, False))
     with pytest.raises(ValueError, match="'worker'"):
         log.table()
+
+
+@pytest.mark.parametrize("bound", [1, 10**12], ids=["large", "small"])
+def test_a_large_table_gives_its_parts_memory_back_column_by_column(monkeypatch, bound) -> None:
+    """A table merged from parts that take at least the bound gives the parts' memory back once per
+    column as they are dropped (glibc keeps freed small blocks resident otherwise); a smaller one
+    does not ask. The columns are the rows either way."""
+    import lbsim.metrics.records as records
+
+    calls: list[int] = []
+    monkeypatch.setattr(records, "give_back_memory", lambda: calls.append(1))
+    monkeypatch.setattr(records, "_GIVE_BACK_BYTES", bound)
+    monkeypatch.setattr(records, "_CHUNK", 3)
+    log = records.IterationLog()
+    rows = [(w % 4, w, w, 0.5 * w, 1.0, 0.25, 0.0, 0.5 * w + 1.25, 8, 0, False, 1.0, 0.0, w == 9) for w in range(10)]
+    for r in rows:
+        log.add(r)
+    table = log.table()
+    assert len(calls) == (len(ITERATION_COLUMNS) if bound == 1 else 0)
+    expected = np.array(rows, dtype=records.IterationTable.ROW_DTYPE)
+    for c in ITERATION_COLUMNS:
+        assert table.columns[c].tobytes() == expected[c].tobytes(), c
+
+
+def test_giving_memory_back_is_safe_to_call() -> None:
+    """Where the C library has ``malloc_trim`` (glibc) it is called, elsewhere nothing happens; either
+    way the call returns and the process's data stay as they were."""
+    from lbsim.metrics.records import give_back_memory
+
+    data = np.arange(1_000_000, dtype=np.float64)
+    give_back_memory()
+    assert data.sum() == 499_999_500_000.0
