@@ -328,10 +328,11 @@ _GIVE_BACK_BYTES = 16 * 2**20
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim`` (None where the C library has none: macOS, musl)."""
+    """glibc's ``malloc_trim`` (None where the C library has none: macOS, musl; or where the process's
+    own symbols cannot be opened: Windows)."""
     try:
         return ctypes.CDLL(None).malloc_trim  # type: ignore[no-any-return]
-    except (AttributeError, OSError):
+    except (AttributeError, OSError, TypeError):
         return None
 
 
