@@ -91,15 +91,17 @@ def predict_ends(last_push_s: Sequence[float], interval_s: Sequence[float], look
     if last.ndim != 1 or interval.ndim != 1 or len(last) != len(interval) or len(last) == 0:
         raise ValueError(f"last_push_s and interval_s must be non-empty 1-D sequences of equal length, "
                          f"got shapes {last.shape} and {interval.shape}")
+    steps = np.arange(1, int(lookahead) + 1, dtype=np.float64)
+    # |e[p, j]| <= |last[p]| + R * interval[p] (up to two roundings): far below float64's maximum,
+    # nothing can overflow, and the floating-point error state need not be switched. The bound is
+    # NaN or infinite, and the least interval NaN or negative, unless every input is finite and
+    # every interval >= 0: the common case passes on these three reductions, the rest is checked
+    if interval.min() >= 0.0 and float(np.abs(last).max()) + float(steps[-1]) * float(interval.max()) < _NO_OVERFLOW:
+        return last[:, None] + steps[None, :] * interval[:, None]
     if not (np.isfinite(last).all() and np.isfinite(interval).all()):
         raise ValueError("last_push_s and interval_s must be finite")
     if (interval < 0).any():
         raise ValueError(f"interval_s must be >= 0, got {interval.tolist()}")
-    steps = np.arange(1, int(lookahead) + 1, dtype=np.float64)
-    # |e[p, j]| <= |last[p]| + R * interval[p] (up to two roundings): far below float64's maximum,
-    # nothing can overflow, and the floating-point error state need not be switched
-    if float(np.abs(last).max()) + float(steps[-1]) * float(interval.max()) < _NO_OVERFLOW:
-        return last[:, None] + steps[None, :] * interval[:, None]
     with np.errstate(over="ignore", invalid="ignore"):
         ends = last[:, None] + steps[None, :] * interval[:, None]
     if not np.isfinite(ends).all():
