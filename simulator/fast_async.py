@@ -93,7 +93,8 @@ class FastAsync:
         self.cut_rows: list[tuple] = []  # type: ignore[type-arg]
         # a pull in closed form is merged with the next compute (no event at its arrival) when the
         # next start asks nothing that could change before the arrival: a fixed batch, no numerics
-        self.merging = bool(getattr(self.scheme, "fixed_batch", False)) and env.numerics is None
+        self.fixed = bool(getattr(self.scheme, "fixed_batch", False))  # batch(w) is the same at every iteration
+        self.merging = self.fixed and env.numerics is None
 
     def run(self) -> None:
         """Run to the end; :class:`lbsim.simulator.fast_loop.Tie` if the order of events is not certain."""
@@ -177,7 +178,7 @@ class FastAsync:
         pulled_version = 0
         read = numerics.weights() if numerics is not None else None
         it = 0
-        fixed = bool(getattr(self.scheme, "fixed_batch", False))  # batch(w) is the same at every iteration
+        fixed = self.fixed
         merging, nan, inf, flush_mask = self.merging, math.nan, math.inf, _FLUSH_MASK
         merged = False  # the current iteration started at a merged pull's arrival
         # the open iteration (gradient applied, not ended), should the run end before it ends: open,

@@ -6,10 +6,11 @@ object, callbacks, a generator resume through ``yield from``): nine to eleven pe
 fast path enacts the same model on an event loop of its own (:mod:`lbsim.simulator.fast_loop`:
 plain generators, a heap of distinct times, a FIFO for zero-delay events, no event objects) with
 the server's queues in closed form (:mod:`lbsim.simulator.fast_server`: four events per
-iteration, three where an asynchronous scheme's pull is merged with the next compute), and produces **exactly** the records, updates, scheme calls, numerics calls and
-progress readings of the event path: a test runs both on random scenarios and compares every
-field. :func:`lbsim.simulator.run.simulate` takes it when it applies;
-``simulate(scenario, fast=False)`` forces the event path. Where SimPy's order of two events at one
+iteration, three where a pull in closed form is merged with the next compute), and produces
+**exactly** the records, updates, scheme calls, numerics calls and progress readings of the event
+path: a test runs both on random scenarios and compares every field.
+:func:`lbsim.simulator.run.simulate` takes it when it applies; ``simulate(scenario, fast=False)``
+forces the event path. Where SimPy's order of two events at one
 instant would turn on what the fast loop does not track (a :class:`~lbsim.simulator.fast_loop.Tie`),
 :func:`run_fast_ps` returns False and ``simulate`` redoes the run on the event path
 (:class:`Reported` passes on only the progress readings not yet given).

@@ -206,12 +206,11 @@ class FastWBSP(WBSPBook):
                         now = yield now
                 if numerics is None:  # WBSPBook._step and _applied for one step without numerics, written out: a flat step
                     a = arrival[w]
-                    if a is not None:  # the previous step's merged pull arrived: it has ended (before this step's estimate)
-                        arrival[w] = None
+                    if a is not None:  # the previous step's merged pull arrived: it ends before this step's estimate
+                        arrival[w] = None  # (_end_merged, written out)
                         ended = a[2]
-                        if ended[END] is None:
-                            ended[END], ended[COMM] = a[0], a[3]
-                            observe(w, a[4])
+                        ended[END], ended[COMM] = a[0], a[3]
+                        observe(w, a[4])
                     compute_s, comm_s, wait_s = compute_end - start, pushed - compute_end, now - pushed
                     f_s: FlatStep = [w, it, -1, start, compute_s, 0.0, wait_s, None, batch, base_version, False, 0.0, 0.0, False]
                     rounds.open.append(f_s)
@@ -299,17 +298,13 @@ class FastWBSP(WBSPBook):
         NIC's release). ``records_only``: those records alone (before another step's record).
         ``final``: the run ended at ``now``; the pulls still in flight never end. An arrival at
         ``now``, or two at one instant with one parent, is a :class:`Tie`."""
-        arrival, observe = self.arrival, self._observe_step
+        arrival, end_merged = self.arrival, self._end_merged
         if not records_only:
             for w, a in enumerate(arrival):
                 if a is not None and a[0] <= now:
                     if a[0] == now:
                         raise Tie(f"a merged pull arrives at {now!r} s, an event's instant")
-                    arrival[w] = None
-                    f_s = a[2]
-                    if f_s[END] is None:
-                        f_s[END], f_s[COMM] = a[0], a[3]
-                        observe(w, a[4])
+                    end_merged(w)
         awaiting = self.awaiting
         if awaiting:
             due = [e for e in awaiting if e[0] <= now]
@@ -319,17 +314,25 @@ class FastWBSP(WBSPBook):
                     if t == now or (k and t == due[k - 1][0] and parent == due[k - 1][1]):
                         raise Tie(f"a merged pull's arrival at {t!r} s: its order is not certain")
                     if f_s[END] is None:  # its worker has not reached its next apply: it ends here
-                        w = f_s[W]
-                        a = arrival[w]
-                        assert a is not None and a[2] is f_s
-                        arrival[w] = None
-                        f_s[END], f_s[COMM] = a[0], a[3]
-                        observe(w, a[4])
+                        held = arrival[f_s[W]]
+                        assert held is not None and held[2] is f_s
+                        end_merged(f_s[W])
                     self._emit_flat(f_s)
                 awaiting[:] = [e for e in awaiting if e[0] > now]
         if final:
             arrival[:] = [None] * len(arrival)
             awaiting.clear()
+
+    def _end_merged(self, w: int) -> None:
+        """End worker ``w``'s step whose merged pull arrived: the record's end and remainder, the
+        scheme's ``observe_step``, as the step's end at the arrival makes them. ``arrival[w]`` holds
+        exactly the step of ``w`` whose end is still to be made, and is emptied here."""
+        a = self.arrival[w]
+        assert a is not None, "a merged step is ended once"
+        t, _parent, f_s, comm_s, step_s = a
+        self.arrival[w] = None
+        f_s[END], f_s[COMM] = t, comm_s
+        self._observe_step(w, step_s)
 
     # -- flat steps: WBSPBook's round close and records, for lists -------------------------------
     def _close_flat(self) -> None:
