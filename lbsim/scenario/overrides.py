@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import copy
 import re
-from collections import OrderedDict
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -104,12 +104,6 @@ def _expanded_nodes(root: yaml.Node) -> int:
     return size(root)
 
 
-# The last texts parse_yaml read, and their data: the same scenario file and the same ``--set`` values are
-# read again and again by a sweep, a comparison, advise and whatif (PyYAML's pure-Python parser: ~1 MB/s).
-_PARSED: OrderedDict[str, Any] = OrderedDict()
-_PARSED_TEXTS = 64
-
-
 def parse_yaml(text: str) -> Any:
     """``yaml.safe_load`` that also rejects duplicate keys and oversized structures; raises ``yaml.YAMLError``.
 
@@ -118,14 +112,19 @@ def parse_yaml(text: str) -> Any:
     The same text gives the same data, so a text read recently is not parsed again: the caller gets
     its own deep copy of the data kept (a text that fails is parsed, and fails, every time).
     """
-    if text in _PARSED:
-        _PARSED.move_to_end(text)
-        return copy.deepcopy(_PARSED[text])
-    data = _parse_yaml(text)
-    _PARSED[text] = copy.deepcopy(data)
-    if len(_PARSED) > _PARSED_TEXTS:
-        _PARSED.popitem(last=False)
-    return data
+    return copy.deepcopy(_parsed(text))
+
+
+# The last texts parse_yaml read, and their data: the same scenario file and the same ``--set`` values are
+# read again and again by a sweep, a comparison, advise and whatif (PyYAML's pure-Python parser: ~1 MB/s).
+# lru_cache keeps no result for a call that raises.
+_PARSED_TEXTS = 64
+
+
+@lru_cache(maxsize=_PARSED_TEXTS)
+def _parsed(text: str) -> Any:
+    """:func:`_parse_yaml`'s data for ``text``, kept for the last texts read (never handed out itself)."""
+    return _parse_yaml(text)
 
 
 def _parse_yaml(text: str) -> Any:
