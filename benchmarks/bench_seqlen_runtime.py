@@ -439,7 +439,7 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from lbsim.runtime.ddp import slowed_hook
+    from lbsim.runtime.ddp import end_group, slowed_hook
 
     global WORK
     WORK = work
@@ -513,8 +513,8 @@ def _rank(rank: int, rendezvous: str, out: str, step_len: np.ndarray, ref: float
         result["interleaved_share"].append({**shares_and_jitter(every_ratios, slow_ranks), "ratios": every_ratios})
     if rank == 0:
         Path(out).write_text(json.dumps(result))
-    dist.barrier()
-    dist.destroy_process_group()
+    del runs, model  # the DDP models, then the group (docs/library.md, "Ending the job")
+    end_group()
 
 
 PHASES = ("pre", "mark", "bwd", "end", "cpu", "samples", "fit_s", "compute_cpu")  # the columns of a rank's step record

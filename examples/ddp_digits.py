@@ -41,7 +41,7 @@ from lbsim.contention.model import WorkerContention
 from lbsim.contention.sources import StepSource
 from lbsim.contention.traces import load_simple
 from lbsim.numerics.datasets import load_dataset
-from lbsim.runtime.ddp import LoadBalancer, Recorder, SlowedRank, constant_slowdown, slowed_hook  # LB-BSP
+from lbsim.runtime.ddp import LoadBalancer, Recorder, SlowedRank, constant_slowdown, end_group, slowed_hook  # LB-BSP
 
 
 class Net(torch.nn.Module):
@@ -196,7 +196,8 @@ def main() -> None:
         recorder.close()
     if lb is not None:
         lb.finish()  # LB-BSP: its collectives still in flight
-    dist.destroy_process_group()
+    del model  # then the group: a DDP model's Reducer must not be what frees it (docs/library.md, "Ending the job")
+    end_group()
 
 
 if __name__ == "__main__":

@@ -75,6 +75,8 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
     """One 3-rank job: the 3-rank group and a 2-rank subgroup, each weighted and plain."""
     import torch.distributed as dist
 
+    from lbsim.runtime.ddp import end_group
+
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=3)
     results = {}
@@ -85,8 +87,7 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
                 results[f"{world}_{weighted}"] = _train(rank, world, group, weighted)
     if rank == 0:
         Path(out).write_text(json.dumps(results))
-    dist.barrier()  # no rank tears down while another still communicates
-    dist.destroy_process_group()
+    end_group()  # _train's DDP models freed while the groups are registered, a barrier, then the groups
 
 
 @pytest.fixture(scope="module")

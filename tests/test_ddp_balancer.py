@@ -46,7 +46,7 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from lbsim.runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown
+    from lbsim.runtime.ddp import LoadBalancer, SlowedRank, constant_slowdown, end_group
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=3)
@@ -87,8 +87,8 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
     except ValueError as err:
         refused = str(err)
     Path(f"{out}.{rank}").write_text(json.dumps({**result, "refused": refused}))
-    dist.barrier()  # no rank tears down while another still communicates
-    dist.destroy_process_group()
+    del model  # its Reducer must not be what frees the group (lbsim.runtime.ddp.teardown)
+    end_group()
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from lbsim.runtime.ddp import LoadBalancer
+    from lbsim.runtime.ddp import LoadBalancer, end_group
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=3)
@@ -83,8 +83,8 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
                          "history": [list(h) for h in lb.history]}
     if rank == 0:
         Path(out).write_text(json.dumps(results))
-    dist.barrier()
-    dist.destroy_process_group()
+    del model  # its Reducer must not be what frees the group (lbsim.runtime.ddp.teardown)
+    end_group()
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,7 @@ def _rank(rank: int, world: int, rendezvous: str, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from lbsim.runtime.ddp import LoadBalancer
+    from lbsim.runtime.ddp import LoadBalancer, end_group
 
     dev = torch.device("cuda", rank)
     torch.cuda.set_device(dev)
@@ -60,8 +60,8 @@ def _rank(rank: int, world: int, rendezvous: str, out: str) -> None:
     assert lb.clock.marked and lb.clock.elapsed_s() > 0
     if rank == 0:
         Path(out).write_text(json.dumps([p.detach().cpu().flatten().tolist() for p in model.parameters()]))
-    dist.barrier()
-    dist.destroy_process_group()
+    del model  # its Reducer must not be what frees the group (lbsim.runtime.ddp.teardown)
+    end_group()
 
 
 def _reference() -> list[torch.Tensor]:

@@ -34,7 +34,7 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    from lbsim.runtime.ddp import LoadBalancer, Recorder, SlowedRank, constant_slowdown
+    from lbsim.runtime.ddp import LoadBalancer, Recorder, SlowedRank, constant_slowdown, end_group
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{rendezvous}", rank=rank, world_size=2)
@@ -77,8 +77,8 @@ def _rank(rank: int, rendezvous: str, out: str) -> None:
         model(x[k * 4:(k + 1) * 4]).sum().backward()
         rec.synced()
         rec.end()
-    dist.barrier()
-    dist.destroy_process_group()
+    del model  # its Reducer must not be what frees the group (lbsim.runtime.ddp.teardown)
+    end_group()
 
 
 @pytest.fixture(scope="module")
