@@ -16,6 +16,12 @@ local steps divided by the workers). ``PYTHONHASHSEED=0`` keeps the runs repeata
 
 Prints, per case: the events, both instruction counts, both per worker-iteration and the ratio
 bare / ours (the issue's target, in time: >= 2).
+
+``--cache-mib M`` (e.g. ``--cache-mib 1 asp@16 asp@1024``) also simulates a data cache of M MiB,
+16-way, 64-byte lines (callgrind's first-level data cache set to that size: this VM's CPUs give
+``perf`` no hardware counters, and this valgrind overrides ``--LL`` with the host's L3) and prints
+its misses (reads and writes) per worker-iteration for both; the cache is simulated through the
+warm-up, so the measured call starts from the cache it would find.
 """
 
 from __future__ import annotations
@@ -51,18 +57,26 @@ def _inner(mode: str, scheme: str, workers: int, updates: int, events: int) -> N
         print(f"worker_iterations={result.summary['worker_iterations']}")
 
 
-def _instructions(mode: str, scheme: str, workers: int, updates: int, events: int) -> tuple[int, str]:
+def _count(pattern: str, stderr: str) -> int:
+    found = re.search(pattern + r":\s+([\d,]+)", stderr)
+    if found is None:
+        raise RuntimeError(f"no {pattern!r} from valgrind:\n{stderr[-2000:]}")
+    return int(found.group(1).replace(",", ""))
+
+
+def _instructions(mode: str, scheme: str, workers: int, updates: int, events: int,
+                  cache_mib: int | None = None) -> tuple[int, int | None, str]:
+    """(instructions, data-cache misses or None, the inner run's stdout) of the collected call."""
+    cache = [] if cache_mib is None else ["--cache-sim=yes", f"--D1={cache_mib << 20},16,64"]
     cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=sys_call_tracing", "--callgrind-out-file=/dev/null",
-           sys.executable, __file__, "--inner", mode, scheme, str(workers), str(updates), str(events)]
+           *cache, sys.executable, __file__, "--inner", mode, scheme, str(workers), str(updates), str(events)]
     env = dict(os.environ, PYTHONHASHSEED="0")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
-    refs = re.search(r"refs:\s+([\d,]+)", out.stderr)
-    if refs is None:
-        raise RuntimeError(f"no instruction count from valgrind:\n{out.stderr[-2000:]}")
-    return int(refs.group(1).replace(",", "")), out.stdout
+    misses = None if cache_mib is None else _count(r"D1  misses", out.stderr)
+    return _count(r"I\s+refs", out.stderr), misses, out.stdout
 
 
-def main(cases: list[str]) -> None:
+def main(cases: list[str], cache_mib: int | None = None) -> None:
     from bench_simulator import count_events, scenario
 
     for case in cases:
@@ -71,15 +85,21 @@ def main(cases: list[str]) -> None:
         workers = int(workers_text)
         updates = int(updates_text) if updates_text else _size(scheme, workers)
         events = count_events(scenario(scheme, workers, updates))
-        bare, _ = _instructions("bare", scheme, workers, updates, events)
-        ours, stdout = _instructions("ours", scheme, workers, updates, events)
+        bare, bare_misses, _ = _instructions("bare", scheme, workers, updates, events, cache_mib)
+        ours, our_misses, stdout = _instructions("ours", scheme, workers, updates, events, cache_mib)
         n = int(re.search(r"worker_iterations=(\d+)", stdout).group(1))  # type: ignore[union-attr]
+        misses = "" if bare_misses is None or our_misses is None else (
+            f"; {cache_mib} MiB cache misses bare {bare_misses / n:,.1f}/wi, ours {our_misses / n:,.1f}/wi")
         print(f"{case}: updates {updates}, events {events}, worker-iterations {n}; instructions bare {bare:,} "
-              f"({bare / n:,.0f}/wi), ours {ours:,} ({ours / n:,.0f}/wi); ratio {bare / ours:.3f}", flush=True)
+              f"({bare / n:,.0f}/wi), ours {ours:,} ({ours / n:,.0f}/wi); ratio {bare / ours:.3f}{misses}", flush=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--inner"]:
         _inner(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
     else:
-        main(sys.argv[1:] or [f"{s}@{w}" for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp") for w in (16, 256, 1024)])
+        args = sys.argv[1:]
+        mib = None
+        if args[:1] == ["--cache-mib"]:
+            mib, args = int(args[1]), args[2:]
+        main(args or [f"{s}@{w}" for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp") for w in (16, 256, 1024)], mib)
