@@ -41,7 +41,7 @@ from .fast_compute import compute_end_of
 from .fast_loop import EventLoop, Process, RunEnded, Stopped, Tie
 from .fast_server import FastServer
 
-_FLUSH_MASK = (1 << 12) - 1  # buffered rows move to the record logs every 4,096 updates (records._CHUNK's reason)
+_FLUSH_MASK = (1 << 10) - 1  # buffered rows move to the record logs every 1,024 updates (records._CHUNK's reason)
 _VARYING = ITERATION_COLUMNS[:10]  # an iteration row's fields up to ``staleness``; the rest are constant
 _CONSTANT = {"dropped": False, "weight": 1.0, "fetch_s": 0.0, "cut": False}  # an iteration that ran to its end
 assert _VARYING + tuple(_CONSTANT) == ITERATION_COLUMNS
@@ -194,7 +194,7 @@ class FastAsync:
                 if not fixed:
                     batch = batch_of(w)
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
-                compute_end = end_of(start, batch, it)
+                compute_end = end_of((start, batch, it))
                 t = start + (compute_end - start)
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t

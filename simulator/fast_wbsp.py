@@ -63,7 +63,7 @@ class FastWBSP(WBSPBook):
         self.pulling = [False] * n  # flagged: the pull is in flight
         self.stalled = [False] * n  # the compute loop waits for that pull (overlap_pull_blocks)
         self.ready: list[int | None] = [None] * n  # a pulled snapshot waiting for the next step boundary
-        # each worker's iteration_end_s as one closure (it owns the worker's jitter stream)
+        # each worker's iteration_end_s as one call (it owns the worker's jitter stream)
         self.end_of: list[IterationEnd] = [compute_end_of(c, spec) for c, spec in zip(env.contention, env.workers, strict=True)]
         # base variant without numerics: the open round holds flat steps (the book's rules, lists for objects)
         self.flat_rounds: Rounds[FlatStep] = Rounds(n, itemgetter(BATCH))
@@ -97,7 +97,7 @@ class FastWBSP(WBSPBook):
         start = now
         batch = self.scheme.batch(w)
         samples = self.numerics.draw(w, batch, batch) if self.numerics is not None else None
-        compute_end = self.end_of[w](start, batch, it)
+        compute_end = self.end_of[w]((start, batch, it))
         t = start + (compute_end - start)
         fifo, times, slot = loop.fifo, loop.times, loop.slot
         if not fifo and times[0] > t:  # EventLoop.at, written out (odd code: the parent is this event)
@@ -145,7 +145,7 @@ class FastWBSP(WBSPBook):
             now = start = yield 0.0  # primed; then sent the start time
             while True:
                 samples = numerics.draw(w, batch, batch) if numerics is not None else None
-                compute_end = end_of(start, batch, it)
+                compute_end = end_of((start, batch, it))
                 t = start + (compute_end - start)
                 if not fifo and times[0] > t:  # EventLoop.at, written out
                     now = t

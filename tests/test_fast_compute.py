@@ -45,7 +45,7 @@ def test_compute_end_of_equals_iteration_end_s(kinds, jitter, curve, seed, plan)
     start = 0.0
     for it, (gap, batch) in enumerate(plan):  # iterations in order, each starting after the last one ended
         expected = iteration_end_s(reference, spec, start, batch, it)
-        assert end(start, batch, it) == expected
+        assert end((start, batch, it)) == expected
         start = expected + gap
 
 

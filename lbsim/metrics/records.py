@@ -88,9 +88,11 @@ assert tuple(ITERATION_DTYPES) == ITERATION_COLUMNS and tuple(UPDATE_DTYPES) == 
 
 # rows converted to columns at a time: bounds the Python objects alive at once, and keeps a
 # RecordLog's waiting rows few enough to stay in the CPU's cache until they are converted and
-# freed (65,536 rows, ~40 MB of float objects, were written, read and freed cold: a 60,000-update
-# parameter-server run took 6-9 % longer)
-_CHUNK = 4_096
+# freed, their memory then reused hot by the next rows' floats (65,536 rows, ~40 MB of float
+# objects, were written, read and freed cold: a 60,000-update parameter-server run took 6-9 %
+# longer; 4,096 rows of 14 fields, ~1.2 MB, still overflow a 1 MiB cache: 1,024 cut the misses of
+# a WBSP run at 1,024 workers by a fifth, docs/performance.md)
+_CHUNK = 1_024
 
 
 class RecordTable(Sequence[Any]):
