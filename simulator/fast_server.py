@@ -32,23 +32,29 @@ def own_link_of(contention: WorkerContention, gradient_bytes: float, link_bytes_
     """``now -> link_s(S, F(now), B)``: a worker's own-link time for a transfer requested at ``now``,
     one call. ``F`` is :meth:`lbsim.contention.model.WorkerContention.network_factor`; for step
     sources the segment's answer is remembered while the requests fall inside it (as
-    ``network_factor`` itself does: the same float), for other sources it is asked every time."""
+    ``network_factor`` itself does: the same float), for other sources it is asked every time.
+    A primed generator's ``send``, its state in one frame (:mod:`lbsim.simulator.fast_compute` says why)."""
+    links = _own_links(contention, gradient_bytes, link_bytes_per_s)
+    next(links)
+    return links.send
+
+
+def _own_links(contention: WorkerContention, gradient_bytes: float, link_bytes_per_s: float) -> Generator[float, float, None]:
+    """Sent each transfer's request time, in non-decreasing order; yields its own-link time."""
     sources, net = contention.network, contention.network_factor
     steps = all(isinstance(s, StepSource) for s in sources)
     since, until, own = math.inf, -math.inf, 0.0  # the remembered segment and its own-link time: none yet
-
-    def own_s(now: float) -> float:
-        nonlocal since, until, own
+    answer = 0.0
+    while True:
+        now = yield answer
         if since <= now < until:
-            return own
-        if not steps:
-            return link_s(gradient_bytes, net(now), link_bytes_per_s)
-        f, until = combined_factor(sources, now)
-        since = now
-        own = link_s(gradient_bytes, f, link_bytes_per_s)
-        return own
-
-    return own_s
+            answer = own
+        elif not steps:
+            answer = link_s(gradient_bytes, net(now), link_bytes_per_s)
+        else:
+            f, until = combined_factor(sources, now)
+            since = now
+            answer = own = link_s(gradient_bytes, f, link_bytes_per_s)
 
 
 class FastServer:
