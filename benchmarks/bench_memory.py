@@ -12,7 +12,7 @@ imports, wall seconds for simulate and for each write_run, and the tables' sizes
   (1,000,448 worker-iterations; records appended as numpy column blocks).
 * ``async-fast-path``: asp on a parameter server, 64 workers of the same fleet, 1,000,064 updates
   (one per worker-iteration) on the parameter-server fast path (records and updates buffered as
-  flat lists and turned into numpy column blocks every 4,096 updates; the merged table gives its
+  flat lists and turned into numpy column blocks every 1,024 updates; the merged table gives its
   blocks' memory back to the system column by column: ``lbsim.metrics.records.give_back_memory``).
 * ``async-events``: the same run on the SimPy event path (``simulate(sc, fast=False)``).
 """
