@@ -22,6 +22,10 @@ bare / ours (the issue's target, in time: >= 2).
 ``perf`` no hardware counters, and this valgrind overrides ``--LL`` with the host's L3) and prints
 its misses (reads and writes) per worker-iteration for both; the cache is simulated through the
 warm-up, so the measured call starts from the cache it would find.
+
+``--keep DIR`` (after ``--cache-mib``, if any) keeps callgrind's profiles as ``DIR/bare.CASE.out``
+and ``DIR/ours.CASE.out``, for ``callgrind_annotate --show=D1mr,D1mw,Ir --sort=D1mr DIR/ours.asp@1024.out``
+(where, by C function, the instructions and misses fall).
 """
 
 from __future__ import annotations
@@ -65,10 +69,11 @@ def _count(pattern: str, stderr: str) -> int:
 
 
 def _instructions(mode: str, scheme: str, workers: int, updates: int, events: int,
-                  cache_mib: int | None = None) -> tuple[int, int | None, str]:
+                  cache_mib: int | None = None, keep: str | None = None) -> tuple[int, int | None, str]:
     """(instructions, data-cache misses or None, the inner run's stdout) of the collected call."""
     cache = [] if cache_mib is None else ["--cache-sim=yes", f"--D1={cache_mib << 20},16,64"]
-    cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=sys_call_tracing", "--callgrind-out-file=/dev/null",
+    out_file = "/dev/null" if keep is None else str(Path(keep) / f"{mode}.{scheme}@{workers}.out")
+    cmd = ["valgrind", "--tool=callgrind", "--toggle-collect=sys_call_tracing", f"--callgrind-out-file={out_file}",
            *cache, sys.executable, __file__, "--inner", mode, scheme, str(workers), str(updates), str(events)]
     env = dict(os.environ, PYTHONHASHSEED="0")
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
@@ -76,7 +81,7 @@ def _instructions(mode: str, scheme: str, workers: int, updates: int, events: in
     return _count(r"I\s+refs", out.stderr), misses, out.stdout
 
 
-def main(cases: list[str], cache_mib: int | None = None) -> None:
+def main(cases: list[str], cache_mib: int | None = None, keep: str | None = None) -> None:
     from bench_simulator import count_events, scenario
 
     for case in cases:
@@ -85,8 +90,8 @@ def main(cases: list[str], cache_mib: int | None = None) -> None:
         workers = int(workers_text)
         updates = int(updates_text) if updates_text else _size(scheme, workers)
         events = count_events(scenario(scheme, workers, updates))
-        bare, bare_misses, _ = _instructions("bare", scheme, workers, updates, events, cache_mib)
-        ours, our_misses, stdout = _instructions("ours", scheme, workers, updates, events, cache_mib)
+        bare, bare_misses, _ = _instructions("bare", scheme, workers, updates, events, cache_mib, keep)
+        ours, our_misses, stdout = _instructions("ours", scheme, workers, updates, events, cache_mib, keep)
         n = int(re.search(r"worker_iterations=(\d+)", stdout).group(1))  # type: ignore[union-attr]
         misses = "" if bare_misses is None or our_misses is None else (
             f"; {cache_mib} MiB cache misses bare {bare_misses / n:,.1f}/wi, ours {our_misses / n:,.1f}/wi")
@@ -102,4 +107,8 @@ if __name__ == "__main__":
         mib = None
         if args[:1] == ["--cache-mib"]:
             mib, args = int(args[1]), args[2:]
-        main(args or [f"{s}@{w}" for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp") for w in (16, 256, 1024)], mib)
+        keep_dir = None
+        if args[:1] == ["--keep"]:
+            keep_dir, args = args[1], args[2:]
+            Path(keep_dir).mkdir(parents=True, exist_ok=True)
+        main(args or [f"{s}@{w}" for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp") for w in (16, 256, 1024)], mib, keep_dir)
