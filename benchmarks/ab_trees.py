@@ -27,6 +27,7 @@ assert lbsim.__file__.startswith({tree!r}), lbsim.__file__
 from bench_simulator import scenario
 from lbsim.simulator.run import simulate
 workers = {workers}
+# bench_simulator's sizing of the async ratio, written here: the tree may be a checkout from before any helper
 updates = max(10, 60_000 // workers) if {scheme!r} == "wbsp" else 60_000
 sc = scenario({scheme!r}, workers, updates)
 simulate(sc)

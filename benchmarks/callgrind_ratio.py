@@ -23,13 +23,14 @@ bare / ours (the issue's target, in time: >= 2).
 its misses (reads and writes) per worker-iteration for both; the cache is simulated through the
 warm-up, so the measured call starts from the cache it would find.
 
-``--keep DIR`` (after ``--cache-mib``, if any) keeps callgrind's profiles as ``DIR/bare.CASE.out``
+``--keep DIR`` keeps callgrind's profiles as ``DIR/bare.CASE.out``
 and ``DIR/ours.CASE.out``, for ``callgrind_annotate --show=D1mr,D1mw,Ir --sort=D1mr DIR/ours.asp@1024.out``
 (where, by C function, the instructions and misses fall).
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import subprocess
@@ -103,12 +104,12 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--inner"]:
         _inner(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))
     else:
-        args = sys.argv[1:]
-        mib = None
-        if args[:1] == ["--cache-mib"]:
-            mib, args = int(args[1]), args[2:]
-        keep_dir = None
-        if args[:1] == ["--keep"]:
-            keep_dir, args = args[1], args[2:]
-            Path(keep_dir).mkdir(parents=True, exist_ok=True)
-        main(args or [f"{s}@{w}" for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp") for w in (16, 256, 1024)], mib, keep_dir)
+        parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+        parser.add_argument("cases", nargs="*", help="scheme@workers[:updates] (default: every scheme at 16, 256, 1,024)")
+        parser.add_argument("--cache-mib", type=int, help="also simulate a data cache of this many MiB and count its misses")
+        parser.add_argument("--keep", metavar="DIR", help="keep callgrind's profiles in DIR (for callgrind_annotate)")
+        args = parser.parse_args()
+        if args.keep is not None:
+            Path(args.keep).mkdir(parents=True, exist_ok=True)
+        main(args.cases or [f"{s}@{w}" for s in ("asp", "ssp", "dssp", "elastic_bsp", "wbsp") for w in (16, 256, 1024)],
+             args.cache_mib, args.keep)

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
+TRACES = REPO / "scenarios" / "traces"
 
 # Property tests draw the same examples on every run (seeded from each test): a commit's suite passes
 # or fails the same way each time, so CI is never failed by a rare draw of code nobody changed.
@@ -22,7 +23,6 @@ REPO = Path(__file__).resolve().parent.parent
 settings.register_profile("repeatable", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile("repeatable")
-TRACES = REPO / "scenarios" / "traces"
 
 
 def pytest_configure(config: pytest.Config) -> None:
